@@ -1,0 +1,7 @@
+"""`python -m corral.gates` runs the `corral` command."""
+
+import sys
+
+from corral.gates.cli import main
+
+sys.exit(main())

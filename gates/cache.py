@@ -1,0 +1,129 @@
+"""Per-file results cached by content and settings, in `.corral_cache/` under the project root.
+
+A result depends on the file's bytes, its path (infra and test globs, relative imports), the settings and
+corral's own version; the key covers all four, so a stale entry can never be served. One JSON file per
+settings fingerprint keeps a warm run to one read and at most one write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from corral.gates.config import Config
+from corral.gates.findings import Finding
+
+CACHE_DIR = ".corral_cache"
+FORMAT = 1
+
+
+class FileResult(NamedTuple):
+    """What checking one file produced: its findings and the facts whole-project checks read."""
+
+    findings: tuple[Finding, ...] = ()
+    facts: dict[str, list[Any]] | None = None
+
+
+Stamp = tuple[int, int]  # a file's modification time (ns) and size
+
+
+class Cache:
+    """Results by key, plus each path's last stamp and key, so an untouched file is not even read."""
+
+    def __init__(self, file: Path, results: dict[str, Any], stamps: dict[str, Any]) -> None:
+        self.file = file
+        self.results = results
+        self.stamps = stamps
+        self.used: dict[str, Any] = {}
+        self.used_stamps: dict[str, list[Any]] = {}
+        self.changed = False
+
+    @classmethod
+    def open(cls, config: Config) -> Cache:
+        # The rules' own code is part of the name through the package's source stamp: an upgrade, or an
+        # edit in a development checkout, never serves results of the old rules.
+        stamp = f"{FORMAT}-{_source_stamp()}-{config.fingerprint()}"
+        name = hashlib.blake2b(stamp.encode(), digest_size=10).hexdigest()
+        file = config.root / CACHE_DIR / f"results-{name}.json"
+        try:
+            document = json.loads(file.read_text("utf-8"))
+            results, stamps = document["results"], document["stamps"]
+            if not isinstance(results, dict) or not isinstance(stamps, dict):
+                raise ValueError(file)
+        except (OSError, ValueError, KeyError, TypeError):
+            results, stamps = {}, {}
+        return cls(file, results, stamps)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def key(self, relpath: str, data: bytes) -> str:
+        digest = hashlib.blake2b(data, digest_size=16)
+        digest.update(b"\0" + relpath.encode("utf-8", "surrogateescape"))
+        return digest.hexdigest()
+
+    def key_if_unchanged(self, relpath: str, stamp: Stamp) -> str | None:
+        """The key recorded for `relpath` when its stamp is the one recorded with it."""
+        known = self.stamps.get(relpath)
+        if isinstance(known, list) and len(known) == 3 and (known[0], known[1]) == stamp:
+            return str(known[2])
+        return None
+
+    def lookup(self, relpath: str, key: str) -> FileResult | None:
+        entry = self.results.get(key)
+        if entry is None:
+            return None
+        try:
+            findings, facts = entry
+            return FileResult(tuple(Finding(relpath, *finding) for finding in findings), facts or None)
+        except (TypeError, ValueError):
+            return None  # an entry from a damaged cache file is recomputed
+
+    def store(self, relpath: str, stamp: Stamp | None, key: str, result: FileResult, *, hit: bool) -> None:
+        if stamp is not None:
+            self.used_stamps[relpath] = [*stamp, key]
+            self.changed = self.changed or self.stamps.get(relpath) != self.used_stamps[relpath]
+        if hit:
+            self.used[key] = self.results[key]
+            return
+        self.used[key] = [[[f.line, f.col, f.code, f.message] for f in result.findings], result.facts or {}]
+        self.changed = True
+
+    def save(self) -> None:
+        """Write this run's entries, and as many older ones again (a run over a few files keeps the rest
+        of the project's), atomically."""
+        if not self.changed:
+            return
+        results, stamps = dict(self.used), dict(self.used_stamps)
+        keep = max(2 * len(results), 5000)
+        for relpath, known in self.stamps.items():
+            if len(results) >= keep:
+                break
+            if relpath not in stamps and isinstance(known, list) and len(known) == 3 and known[2] in self.results:
+                stamps[relpath] = known
+                results[known[2]] = self.results[known[2]]
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            gitignore = self.file.parent / ".gitignore"
+            if not gitignore.exists():
+                gitignore.write_text("*\n")
+            temporary = self.file.with_suffix(f".{os.getpid()}.tmp")
+            with temporary.open("w", encoding="utf-8") as out:
+                json.dump({"results": results, "stamps": stamps}, out, separators=(",", ":"))
+            os.replace(temporary, self.file)
+        except OSError:
+            # A read-only checkout still gets checked; it only misses the speed-up next time.
+            pass
+
+
+def _source_stamp() -> str:
+    """Modification times of corral's gate modules: a cheap stand-in for 'the rules changed'."""
+    package = Path(__file__).parent
+    stamps: list[str] = []
+    for directory in (package, package / "rules"):
+        with os.scandir(directory) as entries:
+            stamps.extend(f"{entry.name}:{entry.stat().st_mtime_ns}" for entry in entries if entry.name.endswith(".py"))
+    return hashlib.blake2b("|".join(sorted(stamps)).encode(), digest_size=8).hexdigest()

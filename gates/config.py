@@ -1,0 +1,190 @@
+"""Project root discovery and the `[tool.corral]` configuration: its keys, defaults and validation.
+
+Every key is declared once in `KEYS`; an unknown key or a value of the wrong type is a `ConfigError`
+naming the key and the file, because a misspelt key that silently did nothing would let code through.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, NamedTuple
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+DEFAULT_INFRA = ("**/infra/**",)
+DEFAULT_TESTS = ("tests/**", "**/tests/**", "**/test_*.py", "**/*_test.py", "**/conftest.py")
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names the file and the key."""
+
+
+def _string_list(value: Any) -> tuple[str, ...] | None:
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    return None
+
+
+def _qualified_names(value: Any) -> tuple[str, ...] | None:
+    names = _string_list(value)
+    if names is None or not all(re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", name) for name in names):
+        return None
+    return names
+
+
+def _boolean(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _positive_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _fraction(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1:
+        return float(value)
+    return None
+
+
+class _Key(NamedTuple):
+    attribute: str
+    parse: Callable[[Any], Any]
+    expected: str
+
+
+KEYS: dict[str, _Key] = {
+    "infra": _Key("infra", _string_list, "a list of glob strings"),
+    "tests": _Key("tests", _string_list, "a list of glob strings"),
+    "extend-spawners": _Key("extend_spawners", _qualified_names, "a list of dotted names like 'gevent.spawn'"),
+    "strict": _Key("strict", _boolean, "true or false"),
+    "max_conns": _Key("max_conns", _positive_int, "a positive integer"),
+    "processes": _Key("processes", _positive_int, "a positive integer"),
+    "reserve": _Key("reserve", _fraction, "a number in (0, 1]"),
+}
+
+
+class Config(NamedTuple):
+    """The settings one run of the gate uses. `root` anchors every glob and every reported path."""
+
+    root: Path
+    source: Path | None = None
+    infra: tuple[str, ...] = DEFAULT_INFRA
+    tests: tuple[str, ...] = DEFAULT_TESTS
+    extend_spawners: tuple[str, ...] = ()
+    strict: bool = False
+    max_conns: int | None = None
+    processes: int = 1
+    reserve: float = 0.5
+
+    def fingerprint(self) -> str:
+        """What the cached results depend on besides a file's content."""
+        settings = {name: getattr(self, key.attribute) for name, key in KEYS.items()}
+        settings["root"] = str(self.root)
+        return hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=12).hexdigest()
+
+    def is_infra(self, relpath: str) -> bool:
+        return _matcher(self.infra).fullmatch(relpath) is not None
+
+    def is_test(self, relpath: str) -> bool:
+        return _matcher(self.tests).fullmatch(relpath) is not None
+
+
+@lru_cache(maxsize=32)
+def _matcher(globs: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{glob_to_regex(glob)})" for glob in globs) or r"(?!)")
+
+
+def glob_to_regex(glob: str) -> str:
+    """Translate a gitignore-style glob: `**` spans directories (also none), `*` and `?` stay inside one."""
+    parts: list[str] = []
+    i = 0
+    while i < len(glob):
+        if glob.startswith("**/", i):
+            parts.append("(?:.*/)?")
+            i += 3
+        elif glob.startswith("/**", i) and i + 3 == len(glob):
+            parts.append("(?:/.*)?")
+            i += 3
+        elif glob.startswith("**", i):
+            parts.append(".*")
+            i += 2
+        elif glob[i] == "*":
+            parts.append("[^/]*")
+            i += 1
+        elif glob[i] == "?":
+            parts.append("[^/]")
+            i += 1
+        else:
+            parts.append(re.escape(glob[i]))
+            i += 1
+    return "".join(parts)
+
+
+def find_project_config(start: Path) -> Path | None:
+    """The nearest `pyproject.toml` with a `[tool.corral]` table at or above `start`."""
+    directory = start if start.is_dir() else start.parent
+    for candidate_dir in (directory, *directory.parents):
+        candidate = candidate_dir / "pyproject.toml"
+        if candidate.is_file():
+            table = _read_toml(candidate).get("tool", {}).get("corral")
+            if table is not None:
+                return candidate
+    return None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            document: dict[str, Any] = tomllib.load(handle)
+            return document
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+
+
+def load_config(paths: Sequence[str], config_file: str | None = None) -> Config:
+    """Find the root and settings for checking `paths` (or read them from `config_file`)."""
+    if config_file is not None:
+        source = Path(config_file).resolve()
+        if not source.is_file():
+            raise ConfigError(f"{config_file}: no such config file")
+        document = _read_toml(source)
+        # A pyproject.toml keeps the settings under [tool.corral]; a dedicated file (corral.toml) at its top.
+        if source.name == "pyproject.toml":
+            table = document.get("tool", {}).get("corral", {})
+        else:
+            table = document.get("tool", {}).get("corral", document)
+        return config_from_table(table, root=source.parent, source=source)
+    first = Path(paths[0] if paths else ".").resolve()
+    source_or_none = find_project_config(first)
+    if source_or_none is None:
+        return Config(root=first if first.is_dir() else first.parent)
+    table = _read_toml(source_or_none)["tool"]["corral"]
+    return config_from_table(table, root=source_or_none.parent, source=source_or_none)
+
+
+def config_from_table(table: Any, *, root: Path, source: Path | None) -> Config:
+    where = str(source) if source is not None else "configuration"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: [tool.corral] must be a table")
+    values: dict[str, Any] = {}
+    for name, raw in table.items():
+        key = KEYS.get(name)
+        if key is None:
+            known = ", ".join(sorted(KEYS))
+            raise ConfigError(f"{where}: [tool.corral] unknown key '{name}' (known keys: {known})")
+        value = key.parse(raw)
+        if value is None:
+            raise ConfigError(f"{where}: [tool.corral] key '{name}' must be {key.expected}, got {raw!r}")
+        values[key.attribute] = value
+    return Config(root=root, source=source, **values)

@@ -1,0 +1,79 @@
+"""Which files a run checks: the paths given, narrowed to Python sources.
+
+Inside a git work tree the answer is git's (tracked files plus untracked ones that are not ignored), so a
+generated or vendored file the project ignores is not judged; elsewhere a walk that skips the usual
+environment and build folders.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+
+PYTHON_SUFFIXES = (".py", ".pyi")
+SKIPPED_DIRS = frozenset(
+    {".git", ".hg", ".svn", "__pycache__", "node_modules", "site-packages", "build", "dist", ".tox", ".nox"}
+    | {".venv", "venv", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".corral_cache", ".eggs"}
+)
+
+
+def discover(paths: Iterable[str]) -> list[str]:
+    """Absolute paths of the Python files under `paths`, without duplicates, in a stable order."""
+    found: dict[str, None] = {}
+    for given in paths:
+        path = os.path.realpath(given)
+        if os.path.isfile(path):
+            if path.endswith(PYTHON_SUFFIXES):
+                found[path] = None
+        elif os.path.isdir(path):
+            listed = _git_files(path)
+            for file in listed if listed is not None else _walk(path):
+                found[file] = None
+        else:
+            raise FileNotFoundError(given)
+    return sorted(found)
+
+
+def _git_files(directory: str) -> list[str] | None:
+    """Files git tracks or would track under `directory`; None when it is not inside a work tree."""
+    import subprocess
+
+    try:
+        completed = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z", "--", "."],
+            cwd=directory,
+            capture_output=True,
+            check=False,
+        )
+    except OSError:
+        return None
+    if completed.returncode != 0:
+        return None
+    files = []
+    for name in completed.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        if name.endswith(PYTHON_SUFFIXES):
+            file = os.path.join(directory, name)
+            # A tracked file deleted from the work tree is not there to check.
+            if os.path.isfile(file):
+                files.append(file)
+    return files
+
+
+def _walk(directory: str) -> Iterator[str]:
+    pending = [directory]
+    while pending:
+        current = pending.pop()
+        try:
+            entries = list(os.scandir(current))
+        except OSError:
+            continue
+        # A folder holding pyvenv.cfg is a virtualenv, whatever its name.
+        if current != directory and any(entry.name == "pyvenv.cfg" for entry in entries):
+            continue
+        for entry in entries:
+            name = entry.name
+            if name.endswith(PYTHON_SUFFIXES):
+                if entry.is_file():
+                    yield entry.path
+            elif name not in SKIPPED_DIRS and entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)

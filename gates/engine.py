@@ -1,0 +1,170 @@
+"""The engine: discover files, prefilter, parse once, run per-file rules, then whole-project checks.
+
+Per file the work is pure (bytes and settings in, findings and facts out), which is what lets results be
+cached by content and files be checked in parallel. The prefilter skips the parse for a file that holds
+none of the byte strings any applicable rule needs; such a file is still read and decoded, so an
+unreadable or undecodable file is CRL001 whether or not a rule would have looked at it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from corral.gates.cache import Cache, FileResult, Stamp
+from corral.gates.config import Config
+from corral.gates.discovery import discover
+from corral.gates.findings import Finding
+from corral.gates.parsing import Uncheckable, decode
+
+if TYPE_CHECKING:
+    import ast
+
+    from corral.gates.registry import Rule
+
+UNCHECKABLE = "CRL001"
+# A pool costs more than it saves below this many files.
+PARALLEL_THRESHOLD = 200
+
+ProjectCheck = Callable[[dict[str, FileResult], Config], list[Finding]]
+PROJECT_CHECKS: list[ProjectCheck] = []
+
+
+class CheckResult(NamedTuple):
+    """The outcome of one run: how many files were checked and every finding, sorted."""
+
+    root: Path
+    files: int
+    findings: list[Finding]
+    results: dict[str, FileResult]
+
+
+def relative_path(path: str, root: Path) -> str:
+    """`path` relative to the project root, `/`-separated (with `..` for a file outside the root)."""
+    prefix = str(root).rstrip(os.sep) + os.sep
+    relative = path[len(prefix) :] if path.startswith(prefix) else os.path.relpath(path, root)
+    return relative.replace(os.sep, "/")
+
+
+def rules_for(relpath: str, config: Config) -> list[type[Rule]]:
+    # The rules (and `ast`) load on first use: a run answered wholly from the cache never needs them.
+    from corral.gates.rules import RULES
+
+    is_infra, is_test = config.is_infra(relpath), config.is_test(relpath)
+    return [rule for rule in RULES if rule.applies_to(is_infra=is_infra, is_test=is_test)]
+
+
+def check_source(relpath: str, data: bytes, config: Config, tree: ast.Module | None = None) -> FileResult:
+    """Every per-file rule's findings for one file. `tree` is an already parsed module (flake8's), if any."""
+    rules = [rule for rule in rules_for(relpath, config) if rule.might_match(data, config)]
+    if not rules:
+        try:
+            decode(data)
+        except Uncheckable as problem:
+            return FileResult(findings=(uncheckable(relpath, problem),))
+        return FileResult()
+    return _run_rules((relpath, data, config, tuple(rules)), tree)
+
+
+def _run_rules(job: tuple[str, bytes, Config, tuple[type[Rule], ...]], tree: ast.Module | None = None) -> FileResult:
+    from corral.gates.names import ModuleNames, module_name_for
+    from corral.gates.parsing import parse
+    from corral.gates.registry import FileContext
+
+    relpath, data, config, rules = job
+    try:
+        text = decode(data)
+        module_tree = tree if tree is not None else parse(text, relpath)
+        module, is_package = module_name_for(relpath)
+        context = FileContext(
+            relpath=relpath,
+            text=text,
+            tree=module_tree,
+            names=ModuleNames(module_tree, module, is_package=is_package),
+            config=config,
+            is_infra=config.is_infra(relpath),
+            is_test=config.is_test(relpath),
+        )
+        findings = [finding for rule in rules for finding in rule(context).check()]
+    except Uncheckable as problem:
+        return FileResult(findings=(uncheckable(relpath, problem),))
+    except (RecursionError, MemoryError):
+        return FileResult(findings=(uncheckable(relpath, Uncheckable("is nested too deeply to check")),))
+    return FileResult(findings=tuple(sorted(set(findings))), facts=context.facts or None)
+
+
+def uncheckable(relpath: str, problem: Uncheckable) -> Finding:
+    return Finding(relpath, problem.line, problem.col, UNCHECKABLE, f"file {problem.reason}; it cannot be checked")
+
+
+# What every file's check shares in one run; set before the files are checked, inherited by workers.
+_RUN: tuple[Config, Cache | None] | None = None
+
+
+def _prepare(config: Config, cache: Cache | None) -> None:
+    global _RUN
+    _RUN = (config, cache)
+
+
+def _check_file(job: tuple[str, str]) -> tuple[Stamp | None, str | None, FileResult, bool]:
+    """One file's stamp and cache key (None when uncached), its result, and whether the cache answered."""
+    assert _RUN is not None
+    config, cache = _RUN
+    relpath, path = job
+    try:
+        if cache is not None:
+            status = os.stat(path)
+            stamp: Stamp | None = (status.st_mtime_ns, status.st_size)
+            assert stamp is not None
+            key = cache.key_if_unchanged(relpath, stamp)
+            cached = cache.lookup(relpath, key) if key is not None else None
+            if key is not None and cached is not None:
+                return stamp, key, cached, True
+        else:
+            stamp = None
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        problem = Uncheckable(f"cannot be read: {error.strerror or error}")
+        return None, None, FileResult(findings=(uncheckable(relpath, problem),)), False
+    if cache is None:
+        return None, None, check_source(relpath, data, config), False
+    key = cache.key(relpath, data)
+    cached = cache.lookup(relpath, key)
+    if cached is not None:
+        return stamp, key, cached, True
+    return stamp, key, check_source(relpath, data, config), False
+
+
+def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True) -> CheckResult:
+    """Check the Python files under `paths` with `config`; the whole-project checks run on the result."""
+    files = discover(paths or ["."])
+    cache = Cache.open(config) if use_cache else None
+    jobs = [(relative_path(path, config.root), path) for path in files]
+    # A warm cache answers faster in this process than a pool can start.
+    mostly_cached = cache is not None and len(cache) >= 0.9 * len(jobs)
+    if len(jobs) >= PARALLEL_THRESHOLD and not mostly_cached:
+        from corral.gates.infra.parallel import map_in_processes
+
+        outcomes = map_in_processes(_check_file, jobs, initializer=_prepare, initargs=(config, cache))
+    else:
+        _prepare(config, cache)
+        outcomes = [_check_file(job) for job in jobs]
+    results: dict[str, FileResult] = {}
+    for (relpath, _), (stamp, key, result, hit) in zip(jobs, outcomes, strict=True):
+        results[relpath] = result
+        if cache is not None and key is not None:
+            cache.store(relpath, stamp, key, result, hit=hit)
+    if cache is not None:
+        cache.save()
+    findings = [finding for result in results.values() for finding in result.findings]
+    for project_check in PROJECT_CHECKS:
+        findings.extend(project_check(results, config))
+    return CheckResult(root=config.root, files=len(files), findings=sorted(findings), results=results)
+
+
+def check_files(pairs: Iterable[tuple[str, bytes]], config: Config) -> list[Finding]:
+    """Findings for in-memory files (relative path, content); no cache and no discovery."""
+    return sorted(finding for relpath, data in pairs for finding in check_source(relpath, data, config).findings)

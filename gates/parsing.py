@@ -1,0 +1,81 @@
+"""Turning a file's bytes into an `ast.Module`, or into the reason it cannot be checked (CRL001).
+
+The running interpreter's `ast` comes first; when it rejects a file, libcst (which reads every Python
+version's grammar) lowers newer syntax into something it accepts, so a 3.14 file checked on 3.10 is still
+checked. Only code neither accepts is uncheckable.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import warnings
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ast
+
+_CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.MULTILINE)
+
+
+_UNIVERSAL_LIMITS = ("too many nested parentheses", "too many levels of indentation", "too many statically nested")
+
+
+class Uncheckable(Exception):
+    """A file the gate cannot read as Python; `line`/`col` point at the cause where known."""
+
+    def __init__(self, reason: str, line: int = 1, col: int = 1) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.line = line
+        self.col = col
+
+
+def decode(data: bytes) -> str:
+    """The text of a Python file: UTF-8 unless a coding cookie in its first two lines says otherwise."""
+    if b"\0" in data:
+        raise Uncheckable("contains NUL bytes")
+    encoding = "utf-8-sig"
+    head = b"\n".join(data.split(b"\n", 2)[:2])
+    cookie = _CODING.search(head)
+    if cookie is not None:
+        encoding = cookie.group(1).decode("ascii")
+    try:
+        return data.decode(encoding)
+    except LookupError:
+        raise Uncheckable(f"unknown encoding {encoding!r} in its coding declaration") from None
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise Uncheckable(f"is not valid {codecs.lookup(encoding).name}: {error.reason}", line) from None
+
+
+def parse(text: str, filename: str) -> ast.Module:
+    """Parse a file's text, lowering newer syntax when needed; raise Uncheckable with the reason otherwise."""
+    import ast
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences and the like are not the gate's concern
+            return ast.parse(text, filename)
+    except SyntaxError as error:
+        # Limits every Python version's tokenizer shares: no newer grammar accepts such a file, and
+        # handing it to libcst's native parser could exhaust its stack.
+        if any(limit in error.msg for limit in _UNIVERSAL_LIMITS):
+            raise Uncheckable(f"has invalid syntax: {error.msg}", error.lineno or 1, error.offset or 1) from None
+        first_error = error
+    except (RecursionError, MemoryError):
+        raise Uncheckable("is nested too deeply for Python's parser") from None
+    except ValueError as error:
+        raise Uncheckable(str(error)) from None
+    from corral.gates.lowering import parse_lowered
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return parse_lowered(text, filename)
+    except SyntaxError:
+        raise Uncheckable(
+            f"has invalid syntax: {first_error.msg}", first_error.lineno or 1, first_error.offset or 1
+        ) from None
+    except (RecursionError, MemoryError):
+        raise Uncheckable("is nested too deeply for Python's parser") from None

@@ -1,0 +1,140 @@
+"""CRL106: spawners reached in ways a reader (or a simpler linter) cannot see.
+
+`getattr` on a spawner module with a name the gate cannot read or with a spawner's name, importing such a
+module through `__import__` / `importlib.import_module`, and `from <spawner module> import *`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from typing import ClassVar
+
+from corral.gates.config import Config
+from corral.gates.findings import Finding
+from corral.gates.registry import FileContext, Rule, ScopedVisitor, lines_mentioning
+from corral.gates.spawners import SPAWNER_MODULES, display_name, spawner_code
+
+CODE = "CRL106"
+DYNAMIC_IMPORTS = frozenset({"builtins.__import__", "importlib.import_module", "importlib.__import__"})
+_MODULES = rb"(?:threading|_thread|multiprocessing|concurrent|asyncio|os|pty)\b"
+_GETATTR_TARGET = re.compile(rb"getattr\(\s*([A-Za-z_]\w*)\s*,")
+_DYNAMIC_IMPORT = re.compile(rb"(?:__import__|import_module)\(\s*[rbuRBU]?['\"]" + _MODULES)
+_STAR_IMPORT = re.compile(rb"from\s+" + _MODULES + rb"[\w.]*\s+import\s+\*")
+# Names a plain `import` or `from ... import` binds to a spawner module (or one of its submodules).
+_MODULE_NAMES = frozenset(
+    {b"threading", b"_thread", b"multiprocessing", b"concurrent", b"futures", b"asyncio", b"os", b"pty"}
+    | {b"pool", b"dummy", b"context", b"process", b"thread", b"tasks", b"events", b"base_events"}
+)
+_IMPORT_ALIAS = re.compile(rb" as\s+([A-Za-z_]\w*)(?![\w.])")
+# What an assignment or annotation must say to bind a name to a spawner module or an event loop.
+_MODULE_VALUE = (
+    rb"\s*(?::[^=\n]*?(?:Loop|=)|=)[^\n]*?"
+    rb"(?:\b(?:threading|_thread|multiprocessing|concurrent|futures|asyncio|os|pty)\b|[lL]oop|get_context)"
+)
+_ADVICE = "outside infra; name the API inside an infra helper instead"
+
+
+class HiddenSpawners(Rule, ScopedVisitor):
+    codes: ClassVar[dict[str, str]] = {
+        CODE: "a spawner reached through getattr, a dynamic import or a star import outside infra"
+    }
+    triggers = (b"getattr", b"__import__", b"import_module", b"import *")
+
+    VALID = (
+        """
+        import threading
+        lock_type = getattr(threading, "Lock")
+        """,
+        """
+        import importlib
+        plugin = importlib.import_module("myapp.plugins")
+        """,
+        """
+        def f(obj, name):
+            return getattr(obj, name)
+        """,
+        """
+        from asyncio import gather, wait_for
+        """,
+    )
+    INVALID = (
+        """
+        import threading
+        make = getattr(threading, name)  # error: CRL106
+        """,
+        """
+        import os
+        fork = getattr(os, "fork")  # error: CRL106
+        """,
+        """
+        import importlib
+        mp = importlib.import_module("multiprocessing")  # error: CRL106
+        """,
+        """
+        threading = __import__("threading")  # error: CRL106
+        """,
+        """
+        from concurrent.futures import *  # error: CRL106
+        """,
+        """
+        import asyncio
+        async def f():
+            loop = asyncio.get_running_loop()
+            return getattr(loop, "create_task")  # error: CRL106
+        """,
+    )
+
+    def __init__(self, context: FileContext) -> None:
+        Rule.__init__(self, context)
+        words = ["getattr", "__import__", "import_module", "import"]
+        ScopedVisitor.__init__(self, context.names, lines_mentioning(context.text, words))
+        self.found: list[Finding] = []
+
+    @classmethod
+    def might_match(cls, data: bytes, config: Config) -> bool:
+        """A textual over-approximation of what `check` can find: a getattr whose first argument is a
+        name imported, assigned or annotated from a spawner module or loop, a dynamic import naming
+        such a module, or a star import from one."""
+        if b"getattr" in data:
+            targets = set(_GETATTR_TARGET.findall(data))
+            if targets & _MODULE_NAMES or targets & set(_IMPORT_ALIAS.findall(data)):
+                return True
+            if any(re.search(re.escape(name) + _MODULE_VALUE, data) for name in targets):
+                return True
+        if (b"__import__" in data or b"import_module" in data) and _DYNAMIC_IMPORT.search(data):
+            return True
+        return b"import" in data and b"*" in data and _STAR_IMPORT.search(data) is not None
+
+    def check(self) -> Iterator[Finding]:
+        self.visit(self.context.tree)
+        yield from self.found
+
+    def _report(self, node: ast.AST, message: str) -> None:
+        self.found.append(self.context.finding(node, CODE, message))
+
+    def visit_Call(self, node: ast.Call) -> None:
+        called = self.resolve(node.func)
+        if called == "builtins.getattr" and len(node.args) >= 2:
+            module = self.resolve(node.args[0])
+            if module in SPAWNER_MODULES:
+                attribute = node.args[1]
+                shown = display_name(module)
+                if not (isinstance(attribute, ast.Constant) and isinstance(attribute.value, str)):
+                    self._report(
+                        node,
+                        f"getattr({shown}, <name>) may fetch a spawner the gate cannot see {_ADVICE}",
+                    )
+                elif spawner_code(f"{module}.{attribute.value}") is not None:
+                    self._report(node, f"getattr({shown}, {attribute.value!r}) hides a spawner {_ADVICE}")
+        elif called in DYNAMIC_IMPORTS and node.args:
+            target = node.args[0]
+            if isinstance(target, ast.Constant) and target.value in SPAWNER_MODULES:
+                self._report(node, f"dynamic import of {target.value} hides its spawners {_ADVICE}")
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        origin = self.names.absolute_module(node.level, node.module)
+        if origin in SPAWNER_MODULES and any(alias.name == "*" for alias in node.names):
+            self._report(node, f"from {origin} import * hides its spawners {_ADVICE}")

@@ -1,0 +1,194 @@
+"""CRL101-CRL105, CRL107: a reference to an API that starts unmanaged work, outside infra and tests.
+
+Importing it by name, naming it as an attribute, calling it, subclassing it, passing it as a value or a
+default: each is a finding, because each is a way for domain code to start work nobody bounds or stops.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from typing import ClassVar
+
+from corral.gates.config import Config
+from corral.gates.findings import Finding
+from corral.gates.registry import FileContext, Rule, ScopedVisitor, lines_mentioning
+from corral.gates.spawners import (
+    CONFIGURED,
+    EXECUTOR,
+    LOOP_METHOD,
+    PROCESS,
+    SPAWNERS,
+    TASK,
+    THREAD,
+    display_name,
+    spawner_code,
+)
+
+ADVICE = "outside infra; enqueue a job or call an infra helper instead"
+_OS_MODULES = re.compile(rb"\b(?:os|pty)\b")
+
+
+class UnmanagedConcurrency(Rule, ScopedVisitor):
+    codes: ClassVar[dict[str, str]] = {
+        THREAD: "a thread started outside infra",
+        PROCESS: "a process forked or started outside infra",
+        EXECUTOR: "a thread or process pool outside infra",
+        TASK: "a fire-and-forget asyncio task outside infra",
+        LOOP_METHOD: "create_task or run_in_executor on an event loop outside infra",
+        CONFIGURED: "a spawner named in extend-spawners outside infra",
+    }
+    # Every finding's line (an alias's too, where it is bound) names the API itself, and the file names
+    # the module it comes from.
+    triggers = (
+        *(b"Thread", b"Timer", b"start_new", b"Process", b"fork", b"Pool", b"create_task", b"ensure_future"),
+        *(b"run_coroutine_threadsafe", b"run_in_executor"),
+    )
+    module_triggers = (b"thread", b"multiprocessing", b"concurrent", b"asyncio")
+
+    VALID = (
+        """
+        import threading
+        lock = threading.Lock()
+        local = threading.local()
+        threading.current_thread()
+        """,
+        """
+        import asyncio
+        async def main():
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(work())
+            await asyncio.gather(a(), b())
+            await asyncio.wait_for(c(), 5)
+            await asyncio.to_thread(f)
+        asyncio.run(main())
+        """,
+        """
+        from typing import TYPE_CHECKING
+        if TYPE_CHECKING:
+            from threading import Thread
+        """,
+        """
+        import threading
+        def join(worker: threading.Thread) -> threading.Thread:
+            worker.join()
+            return worker
+        """,
+        """
+        def go(scheduler, executor):
+            scheduler.create_task(job)
+            executor.submit(job)
+            scheduler.start()
+        """,
+        """
+        def shadowed(threading):
+            threading.Thread()
+        """,
+    )
+    INVALID = (
+        """
+        import threading
+        threading.Thread(target=work).start()  # error: CRL101
+        """,
+        """
+        from threading import Thread  # error: CRL101
+        class Worker(Thread):  # error: CRL101
+            pass
+        """,
+        """
+        import multiprocessing as mp
+        ctx = mp.get_context("spawn")
+        ctx.Process(target=f)  # error: CRL102
+        """,
+        """
+        import os
+        pid = os.fork()  # error: CRL102
+        """,
+        """
+        from concurrent import futures
+        pool = futures.ThreadPoolExecutor(4)  # error: CRL103
+        """,
+        """
+        import asyncio
+        spawn = asyncio.create_task  # error: CRL104
+        spawn(work())  # error: CRL104
+        """,
+        """
+        import asyncio
+        def f():
+            loop = asyncio.get_running_loop()
+            loop.run_in_executor(None, g)  # error: CRL105
+        """,
+        """
+        import asyncio
+        def f(loop: asyncio.AbstractEventLoop):
+            loop.create_task(g())  # error: CRL105
+        """,
+        """
+        def f():
+            from asyncio import ensure_future  # error: CRL104
+            ensure_future(g())  # error: CRL104
+        """,
+        """
+        import threading
+        def f(factory=threading.Timer):  # error: CRL101
+            return factory
+        """,
+    )
+
+    def __init__(self, context: FileContext) -> None:
+        Rule.__init__(self, context)
+        self.extra = context.config.extend_spawners
+        # A finding's line names the API itself or an alias bound to it.
+        words = {name.rpartition(".")[2] for name in (*SPAWNERS, *self.extra)}
+        words.update(
+            alias
+            for scope in (context.names.root, *context.names.scopes.values())
+            for alias, target in scope.bindings.items()
+            if spawner_code(target, self.extra) is not None
+        )
+        ScopedVisitor.__init__(self, context.names, lines_mentioning(context.text, words))
+        self.found: list[Finding] = []
+
+    @classmethod
+    def might_match(cls, data: bytes, config: Config) -> bool:
+        for name in config.extend_spawners:
+            module, _, leaf = name.rpartition(".")
+            if leaf.encode() in data and module.partition(".")[0].encode() in data:
+                return True
+        return any(trigger in data for trigger in cls.triggers) and (
+            any(module in data for module in cls.module_triggers) or _OS_MODULES.search(data) is not None
+        )
+
+    def check(self) -> Iterator[Finding]:
+        self.visit(self.context.tree)
+        yield from self.found
+
+    def _report(self, node: ast.AST, name: str, code: str) -> None:
+        self.found.append(self.context.finding(node, code, f"{display_name(name)} {ADVICE}"))
+
+    def _check_reference(self, node: ast.Name | ast.Attribute) -> bool:
+        if not isinstance(node.ctx, ast.Load):
+            return False
+        name = self.resolve(node)
+        code = spawner_code(name, self.extra)
+        if code is None or name is None:
+            return False
+        self._report(node, name, code)
+        return True
+
+    def visit_Name(self, node: ast.Name) -> None:
+        self._check_reference(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if not self._check_reference(node):
+            self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        origin = self.names.absolute_module(node.level, node.module)
+        for alias in node.names:
+            name = f"{origin}.{alias.name}"
+            code = spawner_code(name, self.extra)
+            if code is not None:
+                self._report(alias, name, code)

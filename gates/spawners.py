@@ -1,0 +1,66 @@
+"""What counts as unmanaged concurrency: the APIs that start work outliving the current call.
+
+One table, read by the CRL1 rules and by `corral export ruff`. Keys are fully-qualified names as
+`corral.gates.names` resolves them (`<loop>.create_task` for a method on any asyncio event loop).
+"""
+
+from __future__ import annotations
+
+THREAD = "CRL101"
+PROCESS = "CRL102"
+EXECUTOR = "CRL103"
+TASK = "CRL104"
+LOOP_METHOD = "CRL105"
+CONFIGURED = "CRL107"
+
+SPAWNERS: dict[str, str] = {
+    "threading.Thread": THREAD,
+    "threading.Timer": THREAD,
+    "_thread.start_new_thread": THREAD,
+    "_thread.start_new": THREAD,
+    "multiprocessing.dummy.Process": THREAD,
+    "multiprocessing.Process": PROCESS,
+    "multiprocessing.context.Process": PROCESS,
+    "multiprocessing.process.BaseProcess": PROCESS,
+    "os.fork": PROCESS,
+    "os.forkpty": PROCESS,
+    "pty.fork": PROCESS,
+    "concurrent.futures.ThreadPoolExecutor": EXECUTOR,
+    "concurrent.futures.ProcessPoolExecutor": EXECUTOR,
+    "concurrent.futures.InterpreterPoolExecutor": EXECUTOR,
+    "concurrent.futures.thread.ThreadPoolExecutor": EXECUTOR,
+    "concurrent.futures.process.ProcessPoolExecutor": EXECUTOR,
+    "multiprocessing.Pool": EXECUTOR,
+    "multiprocessing.pool.Pool": EXECUTOR,
+    "multiprocessing.pool.ThreadPool": EXECUTOR,
+    "multiprocessing.dummy.Pool": EXECUTOR,
+    "asyncio.create_task": TASK,
+    "asyncio.ensure_future": TASK,
+    "asyncio.run_coroutine_threadsafe": TASK,
+    "asyncio.tasks.create_task": TASK,
+    "asyncio.tasks.ensure_future": TASK,
+    "asyncio.tasks.run_coroutine_threadsafe": TASK,
+    "<loop>.create_task": LOOP_METHOD,
+    "<loop>.run_in_executor": LOOP_METHOD,
+}
+
+# Modules whose attributes, fetched by a name the gate cannot read, may be one of the spawners.
+SPAWNER_MODULES = frozenset(
+    {"threading", "_thread", "os", "pty", "asyncio", "asyncio.tasks", "<loop>"}
+    | {"multiprocessing", "multiprocessing.context", "multiprocessing.pool", "multiprocessing.dummy"}
+    | {"concurrent.futures", "concurrent.futures.thread", "concurrent.futures.process"}
+)
+
+
+def spawner_code(name: str | None, extra: tuple[str, ...] = ()) -> str | None:
+    """The CRL1 code for a resolved name, or None when it starts nothing."""
+    if name is None:
+        return None
+    code = SPAWNERS.get(name)
+    if code is None and name in extra:
+        return CONFIGURED
+    return code
+
+
+def display_name(name: str) -> str:
+    return name.replace("<loop>", "loop")

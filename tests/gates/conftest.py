@@ -1,0 +1,34 @@
+"""Running the real `corral` command in fixture projects."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+
+def run_corral(*args: str, cwd: Path, check: bool = False) -> subprocess.CompletedProcess[str]:
+    completed = subprocess.run(
+        [sys.executable, "-m", "corral.gates", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+    if check:
+        assert completed.returncode == 0, completed.stdout + completed.stderr
+    return completed
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Callable[[dict[str, str]], Path]:
+    """Write a small project (relative path -> source) and return its root."""
+
+    def make(files: dict[str, str]) -> Path:
+        for relpath, source in files.items():
+            target = tmp_path / relpath
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(textwrap.dedent(source).lstrip("\n"))
+        return tmp_path
+
+    return make
