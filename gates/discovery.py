@@ -1,8 +1,8 @@
 """Which files a run checks: the paths given, narrowed to Python sources.
 
 Inside a git work tree the answer is git's (tracked files plus untracked ones that are not ignored), so a
-generated or vendored file the project ignores is not judged; elsewhere a walk that skips the usual
-environment and build folders.
+generated or vendored file the project ignores is not judged; elsewhere, and for a folder named explicitly
+that git ignores as a whole, a walk that skips the usual environment and build folders.
 """
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ def discover(paths: Iterable[str]) -> list[str]:
                 found[path] = None
         elif os.path.isdir(path):
             listed = _git_files(path)
+            if listed == [] and _git_ignores(path):
+                # A folder named explicitly is checked even when git ignores it (a virtualenv's
+                # site-packages, a generated tree): checking nothing would be a silent pass.
+                listed = None
             for file in listed if listed is not None else _walk(path):
                 found[file] = None
         else:
@@ -57,6 +61,16 @@ def _git_files(directory: str) -> list[str] | None:
             if os.path.isfile(file):
                 files.append(file)
     return files
+
+
+def _git_ignores(directory: str) -> bool:
+    import subprocess
+
+    try:
+        completed = subprocess.run(["git", "check-ignore", "-q", "."], cwd=directory, capture_output=True, check=False)
+    except OSError:
+        return False
+    return completed.returncode == 0
 
 
 def _walk(directory: str) -> Iterator[str]:

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from expectations import FIXTURES, expected_findings
-
 from corral.gates.config import Config
 from corral.gates.engine import check_source
+from expectations import FIXTURES, expected_findings
 
 FIXTURE_FILES = sorted((FIXTURES / "crl1").glob("*.py"))
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from expectations import example_source, expected_findings
-
 from corral.gates.config import Config
 from corral.gates.engine import check_source
 from corral.gates.rules import CODES, RULES
+from expectations import example_source, expected_findings
 
 CASES = [
     pytest.param(rule, kind, example, id=f"{rule.__name__}-{kind}-{index}")

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 from conftest import run_corral
-
 from corral.gates.config import Config
 from corral.gates.engine import check_source
 
