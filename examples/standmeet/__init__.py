@@ -1,0 +1,1 @@
+"""StandMeet, a small example service built on corral.runtime (see README.md in this folder)."""

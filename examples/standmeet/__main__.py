@@ -1,0 +1,5 @@
+"""``python -m standmeet`` (from examples/): same as main.py."""
+
+from standmeet.main import main
+
+raise SystemExit(main())

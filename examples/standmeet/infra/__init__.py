@@ -1,0 +1,1 @@
+"""StandMeet's plumbing: the only package of the example allowed to own background tasks or threads."""

@@ -1,0 +1,31 @@
+"""corral.runtime: a minimal job runtime whose workers are bounded, time-limited and stoppable.
+
+Declare queues and job kinds, build a :class:`Runtime`, ``async with runtime:``, then
+``await runtime.enqueue(...)``. Background plumbing that is not a job goes through :func:`detach`.
+"""
+
+from corral.runtime.declarations import JobContext, Queue
+from corral.runtime.errors import (
+    BudgetError,
+    ConfigError,
+    CorralRuntimeError,
+    JobArgumentError,
+    StoreUnavailable,
+    UnknownJobKind,
+)
+from corral.runtime.infra import detach
+from corral.runtime.runtime import JobStatus, Runtime
+
+__all__ = [
+    "BudgetError",
+    "ConfigError",
+    "CorralRuntimeError",
+    "JobArgumentError",
+    "JobContext",
+    "JobStatus",
+    "Queue",
+    "Runtime",
+    "StoreUnavailable",
+    "UnknownJobKind",
+    "detach",
+]

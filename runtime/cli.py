@@ -1,0 +1,141 @@
+"""The ``corral worker`` and ``corral jobs`` commands: :func:`worker_main` and :func:`jobs_main`.
+
+The ``corral`` entry point (in ``corral.gates``) dispatches to these; ``python -m
+corral.runtime.cli worker|jobs ...`` runs them directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from corral.runtime.errors import CorralRuntimeError
+from corral.runtime.runtime import Runtime
+from corral.runtime.store import STATES
+
+__all__ = ["jobs_main", "load_runtime", "worker_main"]
+
+
+def load_runtime(target: str) -> Runtime:
+    """Import ``MODULE:ATTRIBUTE`` (the current directory is importable) and return the Runtime."""
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise CorralRuntimeError(f"expected MODULE:RUNTIME (e.g. myapp.jobs:runtime), got {target!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    module = importlib.import_module(module_name)
+    found: object = module
+    for part in attribute.split("."):
+        found = getattr(found, part, None)
+        if found is None:
+            raise CorralRuntimeError(f"{module_name} has no attribute {attribute!r}")
+    if not isinstance(found, Runtime):
+        raise CorralRuntimeError(f"{target} is a {type(found).__name__}, not a corral.runtime.Runtime")
+    return found
+
+
+def _split_queues(values: Sequence[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [name for value in values for name in value.split(",") if name]
+
+
+async def _work(runtime: Runtime, queues: list[str] | None, grace: float | None) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await runtime.start(queues=queues)
+    try:
+        await stop.wait()
+    finally:
+        await runtime.stop(grace)
+
+
+def worker_main(argv: list[str]) -> int:
+    """``corral worker MODULE:RUNTIME [--queues a,b] [--grace S]``: run a worker until SIGTERM/SIGINT."""
+    parser = argparse.ArgumentParser(prog="corral worker", description="Run a corral job worker process.")
+    parser.add_argument(
+        "target", metavar="MODULE:RUNTIME", help="where the Runtime object lives, e.g. app.jobs:runtime"
+    )
+    parser.add_argument(
+        "--queues", nargs="+", metavar="QUEUE", help="queues to work (comma or space separated; default all)"
+    )
+    parser.add_argument("--grace", type=float, default=None, help="seconds to let running jobs finish on shutdown")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        runtime = load_runtime(args.target)
+        asyncio.run(_work(runtime, _split_queues(args.queues), args.grace))
+    except CorralRuntimeError as exc:
+        print(f"corral worker: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+async def _inspect(runtime: Runtime, failed: bool, limit: int, as_json: bool) -> None:
+    await runtime.store.open()
+    try:
+        if failed:
+            rows = await runtime.store.failed(limit=limit)
+            if as_json:
+                print(json.dumps([row.__dict__ for row in rows], indent=2))
+                return
+            if not rows:
+                print("no failed jobs")
+            for row in rows:
+                print(f"#{row.id} {row.queue}/{row.kind} attempt {row.attempt}/{row.max_attempts} args={row.args_json}")
+                print(f"    {row.error}")
+            return
+        found = await runtime.store.counts()
+        names = list(dict.fromkeys([*runtime.queues, *sorted(found)]))
+        if as_json:
+            print(json.dumps({name: found[name].__dict__ if name in found else {} for name in names}, indent=2))
+            return
+        width = max([len("queue"), *map(len, names)])
+        print(f"{'queue':<{width}}  " + "  ".join(f"{state:>8}" for state in STATES))
+        for name in names:
+            counts = found.get(name)
+            cells = [getattr(counts, state) if counts else 0 for state in STATES]
+            print(f"{name:<{width}}  " + "  ".join(f"{cell:>8}" for cell in cells))
+    finally:
+        await runtime.store.close()
+
+
+def jobs_main(argv: list[str]) -> int:
+    """``corral jobs MODULE:RUNTIME [--failed]``: job counts per queue and state, or the failed jobs."""
+    parser = argparse.ArgumentParser(prog="corral jobs", description="Show job counts per queue, or failed jobs.")
+    parser.add_argument(
+        "target", metavar="MODULE:RUNTIME", help="where the Runtime object lives, e.g. app.jobs:runtime"
+    )
+    parser.add_argument("--failed", action="store_true", help="list failed jobs with their last error")
+    parser.add_argument("--limit", type=int, default=50, help="how many failed jobs to list (default 50)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    args = parser.parse_args(argv)
+    try:
+        runtime = load_runtime(args.target)
+        asyncio.run(_inspect(runtime, args.failed, args.limit, args.json))
+    except CorralRuntimeError as exc:
+        print(f"corral jobs: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _dispatch(argv: list[str]) -> int:
+    commands = {"worker": worker_main, "jobs": jobs_main}
+    if not argv or argv[0] not in commands:
+        print("usage: python -m corral.runtime.cli {worker,jobs} ...", file=sys.stderr)
+        return 2
+    return commands[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(_dispatch(sys.argv[1:]))

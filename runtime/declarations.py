@@ -1,0 +1,246 @@
+"""Declarations: :class:`Queue`, the job kinds it registers, and the :class:`JobContext` a job receives.
+
+Declarations are plain literal-friendly calls (``Queue("index", max_workers=4, timeout=30)``,
+``@index.job("corpus.index")``) so the static gate can read them without importing the code.
+Every mistake a declaration can carry is raised here, at import time.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from corral.runtime.errors import ConfigError
+from corral.runtime.names import check_name
+
+if TYPE_CHECKING:
+    from corral.runtime.runtime import Runtime
+
+__all__ = ["DEFAULT_MAX_ATTEMPTS", "JobContext", "JobKind", "Queue"]
+
+DEFAULT_MAX_ATTEMPTS = 5
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _check_timeout(what: str, timeout: float | None) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise ConfigError(f"{what}: timeout must be a number of seconds, got {timeout!r}")
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise ConfigError(f"{what}: timeout must be a positive number of seconds, got {timeout!r}")
+    return float(timeout)
+
+
+def _check_positive_int(what: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{what} must be an integer >= 1, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """One registered job kind: its function and the limits it runs under."""
+
+    name: str
+    queue: str
+    fn: Callable[..., Any]
+    is_async: bool
+    timeout: float
+    max_attempts: int
+    on: tuple[str, ...] = ()
+    every: float | None = None
+    run_on_start: bool = False
+    signature: inspect.Signature = field(repr=False, compare=False, default=inspect.Signature())
+
+    @property
+    def lease_seconds(self) -> float:
+        """How long a claim (and a per-key lease) outlives the job's start.
+
+        Longer than the timeout, so a live worker always settles a job before its lease ends,
+        while a crashed worker's lease still expires on its own.
+        """
+        return self.timeout + max(1.0, self.timeout / 3)
+
+
+class Queue:
+    """A named queue with its own worker limit; job kinds registered on it inherit its timeout.
+
+    ``max_workers`` bounds how many of its jobs run at once in one process. ``per_key=N`` allows
+    at most N jobs with the same ``key`` in flight across every process sharing the store.
+    ``poll`` is how often (seconds) an idle worker looks for jobs enqueued by other processes;
+    jobs enqueued by the same process wake it at once.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        /,
+        *,
+        max_workers: int,
+        timeout: float | None = None,
+        per_key: int | None = None,
+        poll: float = 1.0,
+    ) -> None:
+        self.name = check_name("queue", name)
+        self.max_workers = _check_positive_int(f"queue {name!r}: max_workers", max_workers)
+        self.timeout = _check_timeout(f"queue {name!r}", timeout)
+        self.per_key = None if per_key is None else _check_positive_int(f"queue {name!r}: per_key", per_key)
+        if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0 < poll <= 60:
+            raise ConfigError(f"queue {name!r}: poll must be in (0, 60] seconds, got {poll!r}")
+        self.poll = float(poll)
+        self._kinds: dict[str, JobKind] = {}
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name!r}, max_workers={self.max_workers}, timeout={self.timeout}, per_key={self.per_key})"
+
+    @property
+    def kinds(self) -> dict[str, JobKind]:
+        """The job kinds declared on this queue, by name."""
+        return dict(self._kinds)
+
+    def job(
+        self,
+        name: str,
+        /,
+        *,
+        timeout: float | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        on: str | Sequence[str] | None = None,
+    ) -> Callable[[F], F]:
+        """Register the decorated function as job kind ``name``; ``on`` subscribes it to event topics."""
+        topics: tuple[str, ...]
+        if on is None:
+            topics = ()
+        elif isinstance(on, str):
+            topics = (check_name("event topic", on),)
+        else:
+            topics = tuple(check_name("event topic", topic) for topic in on)
+
+        def register(fn: F) -> F:
+            self._register(name, fn, timeout=timeout, max_attempts=max_attempts, on=topics)
+            return fn
+
+        return register
+
+    def periodic(
+        self,
+        name: str,
+        /,
+        *,
+        every: float,
+        timeout: float | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        run_on_start: bool = False,
+    ) -> Callable[[F], F]:
+        """Register a job kind enqueued every ``every`` seconds by exactly one process sharing the store."""
+        checked_every = _check_timeout(f"periodic job {name!r}: every", every)
+        if checked_every is None:
+            raise ConfigError(f"periodic job {name!r}: every is required")
+
+        def register(fn: F) -> F:
+            self._register(
+                name,
+                fn,
+                timeout=timeout,
+                max_attempts=max_attempts,
+                on=(),
+                every=checked_every,
+                run_on_start=run_on_start,
+            )
+            return fn
+
+        return register
+
+    def _register(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *,
+        timeout: float | None,
+        max_attempts: int,
+        on: tuple[str, ...],
+        every: float | None = None,
+        run_on_start: bool = False,
+    ) -> None:
+        check_name("job kind", name)
+        if name in self._kinds:
+            raise ConfigError(f"job kind {name!r} is declared twice on queue {self.name!r}")
+        if not callable(fn):
+            raise ConfigError(f"job kind {name!r}: {fn!r} is not callable")
+        own_timeout = _check_timeout(f"job kind {name!r}", timeout)
+        effective = own_timeout if own_timeout is not None else self.timeout
+        if effective is None:
+            raise ConfigError(f"job kind {name!r} has no timeout: give it timeout=... or give queue {self.name!r} one")
+        attempts = _check_positive_int(f"job kind {name!r}: max_attempts", max_attempts)
+        signature = inspect.signature(fn)
+        if not signature.parameters:
+            raise ConfigError(f"job kind {name!r}: {fn.__qualname__} must take the JobContext as first argument")
+        self._kinds[name] = JobKind(
+            name=name,
+            queue=self.name,
+            fn=fn,
+            is_async=inspect.iscoroutinefunction(fn),
+            timeout=effective,
+            max_attempts=attempts,
+            on=on,
+            every=every,
+            run_on_start=run_on_start,
+            signature=signature,
+        )
+
+
+class JobContext:
+    """What a running job knows about itself, and how it enqueues follow-up work.
+
+    Sync jobs run in their own thread and cannot be interrupted: they should check
+    :attr:`stop_requested` in long loops and return early when it is set (timeout or shutdown).
+    """
+
+    __slots__ = ("_runtime", "_stop", "attempt", "job_id", "key", "kind", "max_attempts", "queue")
+
+    def __init__(
+        self,
+        *,
+        runtime: Runtime,
+        job_id: int,
+        kind: str,
+        queue: str,
+        attempt: int,
+        max_attempts: int,
+        key: str | None,
+    ) -> None:
+        self._runtime = runtime
+        self._stop = threading.Event()
+        self.job_id = job_id
+        self.kind = kind
+        self.queue = queue
+        self.attempt = attempt
+        self.max_attempts = max_attempts
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"JobContext(job_id={self.job_id}, kind={self.kind!r}, attempt={self.attempt}/{self.max_attempts})"
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once the job's timeout expired or the runtime is stopping hard."""
+        return self._stop.is_set()
+
+    def request_stop(self) -> None:
+        """Ask the job to stop (set by the runtime; a sync job polls :attr:`stop_requested`)."""
+        self._stop.set()
+
+    def enqueue(
+        self, kind: str, /, *, key: str | None = None, delay: float | None = None, **args: Any
+    ) -> Awaitable[int]:
+        """Enqueue a follow-up job (async jobs only: ``await ctx.enqueue(...)``)."""
+        return self._runtime.enqueue(kind, key=key, delay=delay, **args)
+
+    def publish(self, topic: str, payload: dict[str, Any]) -> Awaitable[int]:
+        """Publish an event through the outbox (async jobs only)."""
+        return self._runtime.publish(topic, payload)

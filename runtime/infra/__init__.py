@@ -1,0 +1,11 @@
+"""The runtime's plumbing: the only place in ``corral.runtime`` that creates tasks and threads.
+
+The project's gate forbids ``asyncio.create_task``, ``threading.Thread``, executors and friends
+everywhere else, so every background task and thread the runtime owns is created here, by a
+function whose name says who owns it and how it ends.
+"""
+
+from corral.runtime.infra.tasks import cancel_detached, detach, spawn
+from corral.runtime.infra.threads import StoreThread, run_in_thread
+
+__all__ = ["StoreThread", "cancel_detached", "detach", "run_in_thread", "spawn"]

@@ -1,0 +1,75 @@
+"""Task ownership: :func:`spawn` for tasks the runtime awaits itself, :func:`detach` for process plumbing.
+
+A detached task is registered per event loop; its exceptions are logged and absorbed, and
+:func:`cancel_detached` (called by ``Runtime.stop``) cancels whatever is still running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeAlias, TypeVar
+
+from corral.runtime.infra.threads import run_in_thread
+
+__all__ = ["cancel_detached", "detach", "spawn"]
+
+T = TypeVar("T")
+log = logging.getLogger("corral.runtime")
+
+DetachTarget: TypeAlias = Coroutine[Any, Any, Any] | Callable[[], Any]
+
+_detached: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, set[asyncio.Task[None]]] = weakref.WeakKeyDictionary()
+
+
+def spawn(coro: Coroutine[Any, Any, T], *, name: str) -> asyncio.Task[T]:
+    """Start ``coro`` as a task; the caller keeps the handle and must await or cancel it."""
+    return asyncio.get_running_loop().create_task(coro, name=name)
+
+
+async def _absorb(work: Awaitable[Any], name: str) -> None:
+    try:
+        await work
+    except asyncio.CancelledError:
+        raise
+    except BaseException:
+        # Plumbing must never take the process down: log with the traceback and carry on.
+        log.exception("detached task %r failed", name)
+
+
+def detach(fn_or_coro: DetachTarget, *, name: str) -> asyncio.Task[None]:
+    """Run process plumbing in the background, owned by the runtime.
+
+    ``fn_or_coro`` is a coroutine object, an ``async def`` taking no arguments, or a plain
+    function taking no arguments (run in its own daemon thread). Exceptions are logged and
+    absorbed; ``Runtime.stop()`` cancels the task if it is still running.
+    """
+    work: Awaitable[Any]
+    if inspect.iscoroutine(fn_or_coro):
+        work = fn_or_coro
+    elif callable(fn_or_coro):
+        if inspect.iscoroutinefunction(fn_or_coro):
+            work = fn_or_coro()
+        else:
+            work = run_in_thread(fn_or_coro, name=f"corral-detach-{name}")
+    else:
+        raise TypeError(f"detach() needs a coroutine or a callable, got {type(fn_or_coro).__name__}")
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(_absorb(work, name), name=f"detach:{name}")
+    owned = _detached.setdefault(loop, set())
+    owned.add(task)
+    task.add_done_callback(owned.discard)
+    return task
+
+
+async def cancel_detached(*, timeout: float = 5.0) -> None:
+    """Cancel every detached task of the running loop and wait (bounded) for them to end."""
+    owned = _detached.get(asyncio.get_running_loop(), set())
+    tasks = [task for task in owned if not task.done()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=timeout)

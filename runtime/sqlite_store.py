@@ -1,0 +1,504 @@
+"""The SQLite store: the embedded default implementation of :class:`~corral.runtime.store.Store`.
+
+Owns the schema and every SQL statement. All calls run on one dedicated store thread (see
+:mod:`corral.runtime.infra.threads`), each as one short transaction. Several processes may
+share the database file: WAL mode lets readers run beside the writer, every write starts with
+``BEGIN IMMEDIATE`` (so two claimers serialise instead of failing on a stale snapshot), and
+``busy_timeout`` makes a process wait for the write lock instead of erroring.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from corral.runtime.errors import StoreUnavailable
+from corral.runtime.infra import StoreThread
+from corral.runtime.store import (
+    DONE,
+    FAILED,
+    RETRYING,
+    WAITING,
+    ClaimedJob,
+    Completion,
+    FailedJob,
+    JobState,
+    NewJob,
+    PeriodicSpec,
+    QueueCounts,
+    RelayPass,
+    Route,
+)
+
+__all__ = ["SqliteStore"]
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS corral_jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    args TEXT NOT NULL,
+    key TEXT,
+    state TEXT NOT NULL,
+    attempt INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER NOT NULL,
+    claims INTEGER NOT NULL DEFAULT 0,
+    lease_seconds REAL NOT NULL,
+    run_at REAL NOT NULL,
+    enqueued_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    lease_until REAL,
+    worker_id TEXT,
+    result TEXT,
+    last_error TEXT,
+    last_traceback TEXT,
+    event_id INTEGER
+);
+CREATE INDEX IF NOT EXISTS corral_jobs_runnable
+    ON corral_jobs (queue, run_at, id) WHERE state IN ('waiting', 'retrying');
+CREATE INDEX IF NOT EXISTS corral_jobs_leased
+    ON corral_jobs (lease_until) WHERE state = 'running';
+CREATE INDEX IF NOT EXISTS corral_jobs_failed
+    ON corral_jobs (finished_at) WHERE state = 'failed';
+CREATE UNIQUE INDEX IF NOT EXISTS corral_jobs_event
+    ON corral_jobs (event_id, kind) WHERE event_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS corral_events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    topic TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS corral_key_leases (
+    queue TEXT NOT NULL,
+    key TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    holder INTEGER NOT NULL,
+    until REAL NOT NULL,
+    PRIMARY KEY (queue, key, slot)
+);
+CREATE TABLE IF NOT EXISTS corral_periodic (
+    kind TEXT PRIMARY KEY,
+    next_run REAL NOT NULL
+);
+"""
+
+_INSERT_JOB = (
+    "INSERT INTO corral_jobs (queue, kind, args, key, state, max_attempts, lease_seconds, run_at, enqueued_at,"
+    " event_id) VALUES (?, ?, ?, ?, 'waiting', ?, ?, ?, ?, ?)"
+)
+
+
+def _path_from_url(url: str) -> str:
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        raise StoreUnavailable(f"not a sqlite URL: {url!r} (expected sqlite:///relative.db or sqlite:////abs.db)")
+    path = url[len(prefix) :]
+    if not path:
+        raise StoreUnavailable(f"sqlite URL {url!r} names no file")
+    return path
+
+
+class SqliteStore:
+    """SQLite (WAL) job store. ``SqliteStore(path="var/jobs.db")`` or ``SqliteStore.from_url(url)``.
+
+    The parent directory must exist: the store never creates directories, so a typo in a path
+    is an error at start instead of a fresh, empty database somewhere unexpected.
+    """
+
+    def __init__(self, *, path: str | Path, busy_timeout: float = 10.0, clock: Callable[[], float] = time.time) -> None:
+        self.path = str(path)
+        self._busy_timeout_ms = int(busy_timeout * 1000)
+        self._clock = clock
+        self._thread = StoreThread(name=f"corral-store:{Path(self.path).name}")
+        self._conn: sqlite3.Connection | None = None
+
+    @classmethod
+    def from_url(cls, url: str) -> SqliteStore:
+        return cls(path=_path_from_url(url))
+
+    def __repr__(self) -> str:
+        return f"SqliteStore(path={self.path!r})"
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._conn
+        if conn is None:
+            raise StoreUnavailable(f"store {self.path!r} is not open")
+        return await self._thread.call(lambda: fn(conn))
+
+    @staticmethod
+    @contextmanager
+    def _write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open sqlite store {self.path!r}: {exc}") from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreUnavailable(f"sqlite store {self.path!r} refused WAL mode (got {mode!r})")
+            # NORMAL is durable across application crashes in WAL mode; only an OS crash can lose
+            # the last commits, which at-least-once delivery tolerates.
+            conn.execute("PRAGMA synchronous = NORMAL")
+            with self._write(conn):
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreUnavailable(f"cannot use sqlite store {self.path!r}: {exc}") from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def open(self) -> None:
+        if self._conn is not None:
+            return
+        self._thread.start()
+        try:
+            self._conn = await self._thread.call(self._connect)
+        except BaseException:
+            await self._thread.stop()
+            raise
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await self._thread.call(conn.close)
+        await self._thread.stop()
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    async def enqueue(self, jobs: Sequence[NewJob]) -> list[int]:
+        now = self._clock()
+
+        def insert(conn: sqlite3.Connection) -> list[int]:
+            ids: list[int] = []
+            with self._write(conn):
+                for job in jobs:
+                    cur = conn.execute(
+                        _INSERT_JOB,
+                        (
+                            job.queue,
+                            job.kind,
+                            job.args_json,
+                            job.key,
+                            job.max_attempts,
+                            job.lease_seconds,
+                            job.run_at,
+                            now,
+                            None,
+                        ),
+                    )
+                    ids.append(int(cur.lastrowid or 0))
+            return ids
+
+        return await self._run(insert)
+
+    async def claim(self, queue: str, limit: int, worker_id: str) -> list[ClaimedJob]:
+        if limit < 1:
+            return []
+
+        def claim(conn: sqlite3.Connection) -> list[ClaimedJob]:
+            now = self._clock()
+            # A plain read first: an idle poller (every process polls) must not take the write lock.
+            if (
+                conn.execute(
+                    "SELECT 1 FROM corral_jobs WHERE queue = ? AND state IN ('waiting', 'retrying') AND run_at <= ?"
+                    " LIMIT 1",
+                    (queue, now),
+                ).fetchone()
+                is None
+            ):
+                return []
+            with self._write(conn):
+                rows = conn.execute(
+                    "UPDATE corral_jobs SET state = 'running', attempt = attempt + 1, claims = claims + 1,"
+                    " worker_id = ?, started_at = ?, lease_until = ? + lease_seconds"
+                    " WHERE id IN (SELECT id FROM corral_jobs WHERE queue = ? AND state IN ('waiting', 'retrying')"
+                    " AND run_at <= ? ORDER BY run_at, id LIMIT ?)"
+                    " RETURNING id, kind, args, key, attempt, max_attempts, claims, enqueued_at, run_at",
+                    (worker_id, now, now, queue, now, limit),
+                ).fetchall()
+            jobs = [
+                ClaimedJob(
+                    id=row[0],
+                    queue=queue,
+                    kind=row[1],
+                    args_json=row[2],
+                    key=row[3],
+                    attempt=row[4],
+                    max_attempts=row[5],
+                    token=row[6],
+                    enqueued_at=row[7],
+                    run_at=row[8],
+                )
+                for row in rows
+            ]
+            jobs.sort(key=lambda job: (job.run_at, job.id))
+            return jobs
+
+        return await self._run(claim)
+
+    async def complete(self, completions: Sequence[Completion]) -> None:
+        if not completions:
+            return
+
+        def complete(conn: sqlite3.Connection) -> None:
+            now = self._clock()
+            with self._write(conn):
+                # Settle only the claim we hold (token); a job rescued and re-claimed elsewhere
+                # belongs to its new holder.
+                conn.executemany(
+                    "UPDATE corral_jobs SET state = 'done', result = ?, finished_at = ?, lease_until = NULL,"
+                    " worker_id = NULL WHERE id = ? AND claims = ? AND state != 'done'",
+                    [(c.result_json, now, c.job_id, c.token) for c in completions],
+                )
+
+        await self._run(complete)
+
+    async def fail(self, job_id: int, token: int, *, error: str, traceback: str | None, retry_at: float | None) -> None:
+        def fail(conn: sqlite3.Connection) -> None:
+            now = self._clock()
+            final = retry_at is None
+            with self._write(conn):
+                conn.execute(
+                    "UPDATE corral_jobs SET state = ?, run_at = ?, last_error = ?, last_traceback = ?,"
+                    " finished_at = ?, lease_until = NULL, worker_id = NULL"
+                    " WHERE id = ? AND claims = ? AND state = 'running'",
+                    (
+                        FAILED if final else RETRYING,
+                        now if final else retry_at,
+                        error,
+                        traceback,
+                        now if final else None,
+                        job_id,
+                        token,
+                    ),
+                )
+
+        await self._run(fail)
+
+    def _unclaim(self, job_id: int, token: int, seconds: float) -> Callable[[sqlite3.Connection], None]:
+        def unclaim(conn: sqlite3.Connection) -> None:
+            now = self._clock()
+            with self._write(conn):
+                # Refund the attempt spent by the claim: the job never got to run to an outcome.
+                conn.execute(
+                    "UPDATE corral_jobs SET state = ?, attempt = MAX(attempt - 1, 0), run_at = ?,"
+                    " lease_until = NULL, worker_id = NULL WHERE id = ? AND claims = ? AND state = 'running'",
+                    (WAITING, now + seconds, job_id, token),
+                )
+
+        return unclaim
+
+    async def snooze(self, job_id: int, token: int, *, seconds: float) -> None:
+        await self._run(self._unclaim(job_id, token, seconds))
+
+    async def release(self, job_id: int, token: int) -> None:
+        await self._run(self._unclaim(job_id, token, 0.0))
+
+    async def rescue_expired(self) -> int:
+        def rescue(conn: sqlite3.Connection) -> int:
+            now = self._clock()
+            with self._write(conn):
+                cur = conn.execute(
+                    "UPDATE corral_jobs SET"
+                    " state = CASE WHEN attempt >= max_attempts THEN ? ELSE ? END,"
+                    " finished_at = CASE WHEN attempt >= max_attempts THEN ? ELSE NULL END,"
+                    " run_at = ?, last_error = 'lease expired: the worker ' || COALESCE(worker_id, '?')"
+                    " || ' was lost while running attempt ' || attempt, last_traceback = NULL,"
+                    " lease_until = NULL, worker_id = NULL"
+                    " WHERE state = 'running' AND lease_until < ?",
+                    (FAILED, RETRYING, now, now, now),
+                )
+                return cur.rowcount
+
+        return await self._run(rescue)
+
+    # -- key leases -----------------------------------------------------------------------------
+
+    async def acquire_key_lease(self, queue: str, key: str, *, holder: int, limit: int, seconds: float) -> bool:
+        def acquire(conn: sqlite3.Connection) -> bool:
+            now = self._clock()
+            with self._write(conn):
+                for slot in range(limit):
+                    cur = conn.execute(
+                        "INSERT INTO corral_key_leases (queue, key, slot, holder, until) VALUES (?, ?, ?, ?, ?)"
+                        " ON CONFLICT (queue, key, slot) DO UPDATE SET holder = excluded.holder,"
+                        " until = excluded.until"
+                        " WHERE corral_key_leases.until < ? OR corral_key_leases.holder = excluded.holder",
+                        (queue, key, slot, holder, now + seconds, now),
+                    )
+                    if cur.rowcount == 1:
+                        return True
+            return False
+
+        return await self._run(acquire)
+
+    async def release_key_lease(self, queue: str, key: str, *, holder: int) -> None:
+        def release(conn: sqlite3.Connection) -> None:
+            with self._write(conn):
+                conn.execute(
+                    "DELETE FROM corral_key_leases WHERE queue = ? AND key = ? AND holder = ?", (queue, key, holder)
+                )
+
+        await self._run(release)
+
+    # -- events ---------------------------------------------------------------------------------
+
+    async def publish(self, topic: str, payload_json: str) -> int:
+        def publish(conn: sqlite3.Connection) -> int:
+            with self._write(conn):
+                cur = conn.execute(
+                    "INSERT INTO corral_events (topic, payload, created_at) VALUES (?, ?, ?)",
+                    (topic, payload_json, self._clock()),
+                )
+                return int(cur.lastrowid or 0)
+
+        return await self._run(publish)
+
+    async def relay(self, routes: Mapping[str, Sequence[Route]], *, limit: int) -> RelayPass:
+        def relay(conn: sqlite3.Connection) -> RelayPass:
+            now = self._clock()
+            created = 0
+            with self._write(conn):
+                # The write lock is held from the SELECT to the DELETE, so two relays (in any
+                # process) can never take the same row: each event is relayed exactly once.
+                rows = conn.execute(
+                    "SELECT id, topic, payload FROM corral_events ORDER BY id LIMIT ?", (limit,)
+                ).fetchall()
+                for event_id, topic, payload in rows:
+                    for route in routes.get(topic, ()):
+                        cur = conn.execute(
+                            _INSERT_JOB.replace("INSERT", "INSERT OR IGNORE", 1),
+                            (
+                                route.queue,
+                                route.kind,
+                                payload,
+                                None,
+                                route.max_attempts,
+                                route.lease_seconds,
+                                now,
+                                now,
+                                event_id,
+                            ),
+                        )
+                        created += cur.rowcount
+                conn.executemany("DELETE FROM corral_events WHERE id = ?", [(row[0],) for row in rows])
+            return RelayPass(events=len(rows), jobs=created)
+
+        return await self._run(relay)
+
+    async def schedule_periodic(self, specs: Sequence[PeriodicSpec]) -> list[int]:
+        if not specs:
+            return []
+
+        def schedule(conn: sqlite3.Connection) -> list[int]:
+            now = self._clock()
+            ids: list[int] = []
+            with self._write(conn):
+                for spec in specs:
+                    row = conn.execute("SELECT next_run FROM corral_periodic WHERE kind = ?", (spec.kind,)).fetchone()
+                    if row is None:
+                        due = spec.run_on_start
+                        conn.execute(
+                            "INSERT INTO corral_periodic (kind, next_run) VALUES (?, ?)", (spec.kind, now + spec.every)
+                        )
+                    else:
+                        due = row[0] <= now
+                        if due:
+                            conn.execute(
+                                "UPDATE corral_periodic SET next_run = ? WHERE kind = ?", (now + spec.every, spec.kind)
+                            )
+                    if due:
+                        cur = conn.execute(
+                            _INSERT_JOB,
+                            (spec.queue, spec.kind, "{}", None, spec.max_attempts, spec.lease_seconds, now, now, None),
+                        )
+                        ids.append(int(cur.lastrowid or 0))
+            return ids
+
+        return await self._run(schedule)
+
+    # -- inspection -----------------------------------------------------------------------------
+
+    async def counts(self) -> dict[str, QueueCounts]:
+        def counts(conn: sqlite3.Connection) -> dict[str, QueueCounts]:
+            per_queue: dict[str, dict[str, int]] = {}
+            for queue, state, count in conn.execute(
+                "SELECT queue, state, COUNT(*) FROM corral_jobs GROUP BY queue, state"
+            ):
+                per_queue.setdefault(queue, {})[state] = count
+            return {queue: QueueCounts(**states) for queue, states in per_queue.items()}
+
+        return await self._run(counts)
+
+    async def failed(self, *, limit: int = 50) -> list[FailedJob]:
+        def failed(conn: sqlite3.Connection) -> list[FailedJob]:
+            rows = conn.execute(
+                "SELECT id, queue, kind, args, attempt, max_attempts, last_error, last_traceback, finished_at"
+                " FROM corral_jobs WHERE state = 'failed' ORDER BY finished_at DESC, id DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+            return [
+                FailedJob(
+                    id=r[0],
+                    queue=r[1],
+                    kind=r[2],
+                    args_json=r[3],
+                    attempt=r[4],
+                    max_attempts=r[5],
+                    error=r[6],
+                    traceback=r[7],
+                    finished_at=r[8],
+                )
+                for r in rows
+            ]
+
+        return await self._run(failed)
+
+    async def job_states(self, job_ids: Sequence[int]) -> dict[int, JobState]:
+        ids = list(job_ids)
+
+        def states(conn: sqlite3.Connection) -> dict[int, JobState]:
+            found: dict[int, JobState] = {}
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))  # only '?' placeholders: values stay bound
+                for row in conn.execute(
+                    f"SELECT id, queue, state, result, last_error FROM corral_jobs WHERE id IN ({marks})", chunk
+                ):
+                    found[row[0]] = JobState(id=row[0], queue=row[1], state=row[2], result_json=row[3], error=row[4])
+            return found
+
+        return await self._run(states)
+
+    async def prune_done(self, *, older_than: float) -> int:
+        def prune(conn: sqlite3.Connection) -> int:
+            with self._write(conn):
+                cur = conn.execute(
+                    "DELETE FROM corral_jobs WHERE state = ? AND finished_at < ?", (DONE, self._clock() - older_than)
+                )
+                return cur.rowcount
+
+        return await self._run(prune)

@@ -1,0 +1,323 @@
+"""Workers: per-queue limits, isolation between queues, hard timeouts, failures, retries and keys."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from corral.runtime import JobContext, Queue
+from corral.runtime.runtime import retry_delay
+from runtime_helpers import job_row, make_runtime
+
+
+def test_async_and_sync_jobs_return_json_results(tmp_path: Path) -> None:
+    queue = Queue("q", max_workers=2, timeout=5)
+
+    @queue.job("double")
+    async def double(ctx: JobContext, n: int) -> dict[str, int]:
+        return {"n": n * 2, "attempt": ctx.attempt}
+
+    @queue.job("sync.upper")
+    def upper(ctx: JobContext, text: str) -> str:
+        assert threading.current_thread() is not threading.main_thread()
+        return text.upper()
+
+    runtime = make_runtime(tmp_path / "jobs.db", [queue])
+
+    async def main() -> None:
+        async with runtime:
+            a = await runtime.enqueue("double", n=21)
+            b = await runtime.enqueue("sync.upper", text="hi")
+            sa, sb = await runtime.wait(a, timeout=5), await runtime.wait(b, timeout=5)
+            assert (sa.state, sa.result) == ("done", {"n": 42, "attempt": 1})
+            assert (sb.state, sb.result) == ("done", "HI")
+
+    asyncio.run(main())
+
+
+def test_max_workers_bounds_concurrency(tmp_path: Path) -> None:
+    queue = Queue("q", max_workers=3, timeout=5)
+    sync_queue = Queue("s", max_workers=2, timeout=5)
+    peak = {"q": 0, "s": 0}
+    current = {"q": 0, "s": 0}
+    lock = threading.Lock()
+
+    def enter(name: str) -> None:
+        with lock:
+            current[name] += 1
+            peak[name] = max(peak[name], current[name])
+
+    def leave(name: str) -> None:
+        with lock:
+            current[name] -= 1
+
+    @queue.job("slow")
+    async def slow(ctx: JobContext) -> None:
+        enter("q")
+        await asyncio.sleep(0.05)
+        leave("q")
+
+    @sync_queue.job("slow.sync")
+    def slow_sync(ctx: JobContext) -> None:
+        enter("s")
+        time.sleep(0.05)
+        leave("s")
+
+    runtime = make_runtime(tmp_path / "jobs.db", [queue, sync_queue])
+
+    async def main() -> None:
+        async with runtime:
+            ids = [await runtime.enqueue("slow") for _ in range(15)]
+            ids += [await runtime.enqueue("slow.sync") for _ in range(8)]
+            for job_id in ids:
+                assert (await runtime.wait(job_id, timeout=10)).state == "done"
+
+    asyncio.run(main())
+    assert peak == {"q": 3, "s": 2}
+
+
+def test_hanging_queue_cannot_delay_another(tmp_path: Path) -> None:
+    webhook = Queue("webhook", max_workers=8, timeout=30, per_key=1)
+    index = Queue("index", max_workers=4, timeout=30)
+    release = asyncio.Event()
+
+    @webhook.job("webhook.deliver")
+    async def deliver(ctx: JobContext, endpoint: int) -> None:
+        await release.wait()
+
+    @index.job("corpus.index")
+    async def corpus_index(ctx: JobContext, note_id: int) -> int:
+        return note_id
+
+    runtime = make_runtime(tmp_path / "jobs.db", [webhook, index], grace=0.2)
+
+    async def main() -> None:
+        async with runtime:
+            for endpoint in range(40):  # 8 running and hanging, 32 more waiting behind them
+                await runtime.enqueue("webhook.deliver", endpoint=endpoint, key=f"ep-{endpoint}")
+            await asyncio.sleep(0.2)
+            started = time.monotonic()
+            ids = [await runtime.enqueue("corpus.index", note_id=n) for n in range(20)]
+            for job_id in ids:
+                assert (await runtime.wait(job_id, timeout=2)).state == "done"
+            assert time.monotonic() - started < 1.0
+            counts = await runtime.counts()
+            assert counts["webhook"].running == 8
+
+    asyncio.run(main())
+
+
+def test_async_timeout_is_a_retryable_failure_then_final(tmp_path: Path) -> None:
+    queue = Queue("q", max_workers=1, timeout=0.1)
+    attempts: list[int] = []
+
+    @queue.job("hangs", max_attempts=3)
+    async def hangs(ctx: JobContext) -> None:
+        attempts.append(ctx.attempt)
+        await asyncio.sleep(10)
+
+    db = tmp_path / "jobs.db"
+    runtime = make_runtime(db, [queue])
+
+    async def main() -> int:
+        async with runtime:
+            job_id = await runtime.enqueue("hangs")
+            status = await runtime.wait(job_id, timeout=5)
+            assert status.state == "failed"
+            assert status.error == "TimeoutError: job exceeded its timeout of 0.1s"
+            return job_id
+
+    job_id = asyncio.run(main())
+    assert attempts == [1, 2, 3]
+    row = job_row(db, job_id)
+    assert (row["state"], row["attempt"]) == ("failed", 3)
+
+
+def test_sync_timeout_is_recorded_and_slot_held_until_thread_returns(tmp_path: Path) -> None:
+    queue = Queue("q", max_workers=1, timeout=0.2)
+    started: dict[str, float] = {}
+    saw_stop = threading.Event()
+
+    @queue.job("sync.slow", max_attempts=1)
+    def sync_slow(ctx: JobContext) -> None:
+        started["slow"] = time.monotonic()
+        deadline = time.monotonic() + 0.8
+        while time.monotonic() < deadline:  # ignores the timeout on purpose, but notices it
+            if ctx.stop_requested:
+                saw_stop.set()
+            time.sleep(0.01)
+
+    @queue.job("after")
+    async def after(ctx: JobContext) -> None:
+        started["after"] = time.monotonic()
+
+    runtime = make_runtime(tmp_path / "jobs.db", [queue])
+
+    async def main() -> None:
+        async with runtime:
+            slow = await runtime.enqueue("sync.slow")
+            await asyncio.sleep(0.05)
+            nxt = await runtime.enqueue("after")
+            status = await runtime.wait(slow, timeout=2)
+            recorded = time.monotonic()
+            assert status.state == "failed" and "timeout of 0.2s" in (status.error or "")
+            assert recorded - started["slow"] < 0.6  # recorded at the timeout, not when the thread ended
+            assert (await runtime.wait(nxt, timeout=3)).state == "done"
+
+    asyncio.run(main())
+    assert saw_stop.is_set()
+    assert started["after"] - started["slow"] >= 0.75  # the slot stayed taken until the thread returned
+
+
+@pytest.mark.parametrize("exc", [ValueError("bad value"), KeyboardInterrupt(), SystemExit(3), GeneratorExit()])
+def test_job_exceptions_are_recorded_and_never_fatal(tmp_path: Path, exc: BaseException) -> None:
+    queue = Queue("q", max_workers=1, timeout=5)
+
+    @queue.job("raises", max_attempts=1)
+    async def raises(ctx: JobContext) -> None:
+        raise exc
+
+    @queue.job("raises.sync", max_attempts=1)
+    def raises_sync(ctx: JobContext) -> None:
+        raise exc
+
+    @queue.job("fine")
+    async def fine(ctx: JobContext) -> str:
+        return "ok"
+
+    db = tmp_path / "jobs.db"
+    runtime = make_runtime(db, [queue])
+
+    async def main() -> None:
+        async with runtime:
+            bad = await runtime.enqueue("raises")
+            bad_sync = await runtime.enqueue("raises.sync")
+            good = await runtime.enqueue("fine")
+            for job_id in (bad, bad_sync):
+                status = await runtime.wait(job_id, timeout=3)
+                assert status.state == "failed"
+                assert (status.error or "").startswith(type(exc).__name__)
+                assert type(exc).__name__ in job_row(db, job_id)["last_traceback"]
+            assert (await runtime.wait(good, timeout=3)).result == "ok"
+            failed = await runtime.failed_jobs()
+            assert {f.id for f in failed} == {bad, bad_sync}
+
+    asyncio.run(main())
+
+
+def test_retries_until_success_then_result(tmp_path: Path) -> None:
+    queue = Queue("q", max_workers=1, timeout=5)
+
+    @queue.job("flaky", max_attempts=5)
+    async def flaky(ctx: JobContext) -> int:
+        if ctx.attempt < 3:
+            raise RuntimeError(f"attempt {ctx.attempt} fails")
+        return ctx.attempt
+
+    runtime = make_runtime(tmp_path / "jobs.db", [queue])
+
+    async def main() -> None:
+        async with runtime:
+            job_id = await runtime.enqueue("flaky")
+            status = await runtime.wait(job_id, timeout=5)
+            assert (status.state, status.result) == ("done", 3)
+
+    asyncio.run(main())
+
+
+def test_retry_delay_is_exponential_with_bounded_jitter() -> None:
+    rng = random.Random(7)
+    for attempt in range(1, 12):
+        step = min(60.0, 1.0 * 2 ** (attempt - 1))
+        delays = [retry_delay(attempt, base=1.0, cap=60.0, rng=rng) for _ in range(200)]
+        assert all(step / 2 <= d <= step for d in delays)
+        assert len(set(delays)) > 150  # jittered
+    assert retry_delay(50, base=1.0, cap=60.0) <= 60.0
+
+
+def test_per_key_one_in_flight_across_runtimes(tmp_path: Path) -> None:
+    """Two runtimes with their own connections share one file, like two processes."""
+    db = tmp_path / "jobs.db"
+    in_flight: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    attempts: list[int] = []
+
+    def declare() -> Queue:
+        webhook = Queue("webhook", max_workers=4, timeout=5, per_key=1, poll=0.05)
+
+        @webhook.job("webhook.deliver")
+        async def deliver(ctx: JobContext, n: int) -> None:
+            key = ctx.key or ""
+            in_flight[key] = in_flight.get(key, 0) + 1
+            peak[key] = max(peak.get(key, 0), in_flight[key])
+            attempts.append(ctx.attempt)
+            await asyncio.sleep(0.03)
+            in_flight[key] -= 1
+
+        return webhook
+
+    first = make_runtime(db, [declare()], key_busy_snooze=0.05)
+    second = make_runtime(db, [declare()], key_busy_snooze=0.05)
+
+    async def main() -> None:
+        async with first, second:
+            ids = [await first.enqueue("webhook.deliver", n=n, key=f"ep-{n % 2}") for n in range(12)]
+            for job_id in ids:
+                assert (await first.wait(job_id, timeout=10)).state == "done"
+        assert first.stats.snoozed + second.stats.snoozed > 0
+
+    asyncio.run(main())
+    assert peak == {"ep-0": 1, "ep-1": 1}
+    assert set(attempts) == {1}  # snoozing never spent an attempt
+
+
+def test_per_key_n_allows_n(tmp_path: Path) -> None:
+    queue = Queue("q", max_workers=6, timeout=5, per_key=2)
+    in_flight = 0
+    peak = 0
+
+    @queue.job("keyed")
+    async def keyed(ctx: JobContext) -> None:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.05)
+        in_flight -= 1
+
+    runtime = make_runtime(tmp_path / "jobs.db", [queue], key_busy_snooze=0.02)
+
+    async def main() -> None:
+        async with runtime:
+            ids = [await runtime.enqueue("keyed", key="same") for _ in range(8)]
+            for job_id in ids:
+                assert (await runtime.wait(job_id, timeout=10)).state == "done"
+
+    asyncio.run(main())
+    assert peak == 2
+
+
+def test_crashed_holders_key_lease_expires_by_itself(tmp_path: Path) -> None:
+    queue = Queue("webhook", max_workers=2, timeout=5, per_key=1)
+
+    @queue.job("deliver")
+    async def deliver(ctx: JobContext) -> float:
+        return time.time()
+
+    runtime = make_runtime(tmp_path / "jobs.db", [queue], key_busy_snooze=0.05)
+
+    async def main() -> None:
+        async with runtime:
+            # a lease left behind by a worker that died: holder 999999, expiring in 0.4 s
+            assert await runtime.store.acquire_key_lease("webhook", "ep", holder=999999, limit=1, seconds=0.4)
+            taken = time.time()
+            job_id = await runtime.enqueue("deliver", key="ep")
+            status = await runtime.wait(job_id, timeout=5)
+            assert status.state == "done"
+            assert status.result >= taken + 0.4
+            assert runtime.stats.snoozed >= 1
+
+    asyncio.run(main())
