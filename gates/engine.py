@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from corral.gates.cache import Cache, FileResult, Stamp
 from corral.gates.config import Config
@@ -28,7 +28,9 @@ UNCHECKABLE = "CRL001"
 # A pool costs more than it saves below this many files.
 PARALLEL_THRESHOLD = 200
 
-ProjectCheck = Callable[[dict[str, FileResult], Config], list[Finding]]
+# A whole-project check reads every file's facts; it returns findings and may add a section to the
+# reports (what `--format json` and the text summaries show beside the findings, e.g. "budget").
+ProjectCheck = Callable[[dict[str, FileResult], Config, dict[str, Any]], list[Finding]]
 PROJECT_CHECKS: list[ProjectCheck] = []
 
 
@@ -39,6 +41,7 @@ class CheckResult(NamedTuple):
     files: int
     findings: list[Finding]
     results: dict[str, FileResult]
+    reports: dict[str, Any]
 
 
 def relative_path(path: str, root: Path) -> str:
@@ -160,9 +163,10 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
     if cache is not None:
         cache.save()
     findings = [finding for result in results.values() for finding in result.findings]
+    reports: dict[str, Any] = {}
     for project_check in PROJECT_CHECKS:
-        findings.extend(project_check(results, config))
-    return CheckResult(root=config.root, files=len(files), findings=sorted(findings), results=results)
+        findings.extend(project_check(results, config, reports))
+    return CheckResult(config.root, len(files), sorted(findings), results, reports)
 
 
 def check_files(pairs: Iterable[tuple[str, bytes]], config: Config) -> list[Finding]:
