@@ -1,8 +1,10 @@
 """Per-file results cached by content and settings, in `.corral_cache/` under the project root.
 
 A result depends on the file's bytes, its path (infra and test globs, relative imports), the settings and
-corral's own version; the key covers all four, so a stale entry can never be served. One JSON file per
-settings fingerprint keeps a warm run to one read and at most one write.
+corral's own version; the key covers all four. A result that read other project files (a constant from
+`settings.py`, a queue from `app/queues.py`) also records them (`FileResult.dependencies`: stamp and
+content hash) and is served only while each still holds: by stamp, else by content. So a stale entry can
+never be served. One JSON file per settings fingerprint keeps a warm run to one read and at most one write.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ class FileResult(NamedTuple):
 
     findings: tuple[Finding, ...] = ()
     facts: dict[str, list[Any]] | None = None
+    # Other project files the result depends on: relpath -> (mtime ns, size, content hash).
+    dependencies: dict[str, tuple[int, int, str]] | None = None
 
 
 Stamp = tuple[int, int]  # a file's modification time (ns) and size
@@ -33,8 +37,9 @@ Stamp = tuple[int, int]  # a file's modification time (ns) and size
 class Cache:
     """Results by key, plus each path's last stamp and key, so an untouched file is not even read."""
 
-    def __init__(self, file: Path, results: dict[str, Any], stamps: dict[str, Any]) -> None:
+    def __init__(self, file: Path, results: dict[str, Any], stamps: dict[str, Any], root: Path) -> None:
         self.file = file
+        self.root = root
         self.results = results
         self.stamps = stamps
         self.used: dict[str, Any] = {}
@@ -55,7 +60,7 @@ class Cache:
                 raise ValueError(file)
         except (OSError, ValueError, KeyError, TypeError):
             results, stamps = {}, {}
-        return cls(file, results, stamps)
+        return cls(file, results, stamps, config.root)
 
     def __len__(self) -> int:
         return len(self.results)
@@ -77,10 +82,18 @@ class Cache:
         if entry is None:
             return None
         try:
-            findings, facts = entry
-            return FileResult(tuple(Finding(relpath, *finding) for finding in findings), facts or None)
-        except (TypeError, ValueError):
+            findings, facts, *rest = entry
+            dependencies = {name: (int(a), int(b), str(c)) for name, (a, b, c) in (rest[0] if rest else {}).items()}
+            result = FileResult(tuple(Finding(relpath, *finding) for finding in findings), facts or None)
+        except (TypeError, ValueError, AttributeError):
             return None  # an entry from a damaged cache file is recomputed
+        if dependencies:
+            from corral.gates.modules import dependency_holds
+
+            if not all(dependency_holds(self.root, name, known) for name, known in dependencies.items()):
+                return None
+            result = result._replace(dependencies=dependencies)
+        return result
 
     def store(self, relpath: str, stamp: Stamp | None, key: str, result: FileResult, *, hit: bool) -> None:
         if stamp is not None:
@@ -89,7 +102,10 @@ class Cache:
         if hit:
             self.used[key] = self.results[key]
             return
-        self.used[key] = [[[f.line, f.col, f.code, f.message] for f in result.findings], result.facts or {}]
+        entry: list[Any] = [[[f.line, f.col, f.code, f.message] for f in result.findings], result.facts or {}]
+        if result.dependencies:
+            entry.append(result.dependencies)
+        self.used[key] = entry
         self.changed = True
 
     def save(self) -> None:

@@ -1,4 +1,5 @@
-"""The `corral` command: `check` runs the gate; `worker` and `jobs` drive the runtime.
+"""The `corral` command: `check` runs the gate, `jobs --static` lists job kinds and their timeouts, `fix`
+rewrites declarations; `export` configures other tools; `worker`, `jobs` and `migrate` drive the runtime.
 
 Exit codes: 0 clean, 1 findings, 2 a usage or configuration error.
 """
@@ -25,6 +26,8 @@ def _check(args: argparse.Namespace) -> int:
     paths = args.paths or ["."]
     try:
         config = load_config(paths, args.config)
+        if args.strict:
+            config = config._replace(strict=True)
         result = check_paths(paths, config, use_cache=not args.no_cache)
     except ConfigError as error:
         print(f"corral: config error: {error}", file=sys.stderr)
@@ -33,7 +36,36 @@ def _check(args: argparse.Namespace) -> int:
         print(f"corral: no such file or directory: {error.args[0]}", file=sys.stderr)
         return EXIT_ERROR
     sys.stdout.write(FORMATS[args.format](result))
+    over_budget = any(finding.code.startswith("CRL30") for finding in result.findings)
+    if args.format == "text" and (args.budget or over_budget):
+        from corral.gates.budget_report import render_budget
+
+        sys.stdout.write(render_budget(result.reports.get("budget", [])))
     return EXIT_FINDINGS if result.findings else EXIT_CLEAN
+
+
+def _jobs_static(args: argparse.Namespace) -> int:
+    from corral.gates.job_report import jobs_command
+
+    return jobs_command(args.paths or ["."], args.config, strict=args.strict, as_json=args.format == "json")
+
+
+def _fix(args: argparse.Namespace) -> int:
+    from corral.gates.fix import fix_command
+
+    return fix_command(args.paths or ["."], args.config, seconds=args.add_timeouts)
+
+
+def _prove(args: argparse.Namespace) -> int:
+    from corral.gates.prove import prove
+
+    return prove(args.path, args.config, as_json=args.format == "json")
+
+
+def _export(args: argparse.Namespace) -> int:
+    from corral.gates.export import run_export
+
+    return run_export(args)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,18 +80,58 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--format", choices=sorted(FORMATS), default="text")
     check.add_argument("--config", metavar="FILE", help="a pyproject.toml or corral.toml to use")
     check.add_argument("--no-cache", action="store_true", help="ignore and do not write .corral_cache/")
+    check.add_argument("--budget", action="store_true", help="print every runtime's connection budget (text format)")
+    check.add_argument("--strict", action="store_true", help="demand explicit job timeouts (also: strict = true)")
     check.set_defaults(handler=_check)
+    export = commands.add_parser("export", help="print configuration for another tool: corral export ruff")
+    export.add_argument("tool", choices=["ruff"])
+    export.add_argument("path", nargs="?", default=".", metavar="PATH", help="where to look for the config")
+    export.add_argument("--config", metavar="FILE", help="a pyproject.toml or corral.toml to use")
+    export.set_defaults(handler=_export)
+    proving = commands.add_parser("prove", help="plant one violation per rule family in a copy; show the gate goes red")
+    proving.add_argument("path", nargs="?", default=".", metavar="PATH")
+    proving.add_argument("--config", metavar="FILE", help="a pyproject.toml or corral.toml to use")
+    proving.add_argument("--format", choices=["text", "json"], default="text")
+    proving.set_defaults(handler=_prove)
     commands.add_parser("worker", help="run a worker process: corral worker MODULE:RUNTIME", add_help=False)
-    commands.add_parser("jobs", help="job counts per queue: corral jobs MODULE:RUNTIME", add_help=False)
+    jobs = commands.add_parser(
+        "jobs", help="job counts per queue: corral jobs MODULE:RUNTIME; every job kind's timeout: corral jobs --static"
+    )
+    jobs.add_argument("--static", action="store_true", required=True, help="read the code, never import it")
+    jobs.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: .)")
+    jobs.add_argument("--format", choices=["text", "json"], default="text")
+    jobs.add_argument("--config", metavar="FILE", help="a pyproject.toml or corral.toml to use")
+    jobs.add_argument("--strict", action="store_true", help="demand explicit job timeouts")
+    jobs.set_defaults(handler=_jobs_static)
+    fix = commands.add_parser("fix", help="rewrite failing declarations: corral fix --add-timeouts SECONDS")
+    fix.add_argument("--add-timeouts", type=_seconds, required=True, metavar="SECONDS")
+    fix.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: .)")
+    fix.add_argument("--config", metavar="FILE", help="a pyproject.toml or corral.toml to use")
+    fix.set_defaults(handler=_fix)
+    commands.add_parser("migrate", help="create or upgrade the job store's schema", add_help=False)
     return parser
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments and arguments[0] in ("worker", "jobs"):
+    # `corral jobs --static` reads the code (the gate); `corral jobs MODULE:RUNTIME` asks the runtime.
+    static_jobs = arguments[:1] == ["jobs"] and "--static" in arguments
+    if arguments and arguments[0] in ("worker", "jobs", "migrate") and not static_jobs:
         from corral.runtime import cli as runtime_cli
 
-        entry = runtime_cli.worker_main if arguments[0] == "worker" else runtime_cli.jobs_main
+        entry = {"worker": runtime_cli.worker_main, "jobs": runtime_cli.jobs_main, "migrate": runtime_cli.migrate_main}[
+            arguments[0]
+        ]
         return entry(arguments[1:])
     parser = _parser()
     args = parser.parse_args(arguments)

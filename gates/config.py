@@ -168,6 +168,11 @@ def load_config(paths: Sequence[str], config_file: str | None = None) -> Config:
     first = Path(paths[0] if paths else ".").resolve()
     source_or_none = find_project_config(first)
     if source_or_none is None:
+        # No settings: paths are judged by their place below the folder the command runs in (pre-commit and
+        # editors name single files, and `app/infra/x.py` named alone is still infra), else below the path.
+        here = Path.cwd().resolve()
+        if first == here or here in first.parents:
+            return Config(root=here)
         return Config(root=first if first.is_dir() else first.parent)
     table = _read_toml(source_or_none)["tool"]["corral"]
     return config_from_table(table, root=source_or_none.parent, source=source_or_none)

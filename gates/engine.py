@@ -9,14 +9,17 @@ unreadable or undecodable file is CRL001 whether or not a rule would have looked
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from corral.gates.budget_report import budget_check
 from corral.gates.cache import Cache, FileResult, Stamp
 from corral.gates.config import Config
 from corral.gates.discovery import discover
 from corral.gates.findings import Finding
+from corral.gates.job_report import jobs_report
 from corral.gates.parsing import Uncheckable, decode
 
 if TYPE_CHECKING:
@@ -31,7 +34,7 @@ PARALLEL_THRESHOLD = 200
 # A whole-project check reads every file's facts; it returns findings and may add a section to the
 # reports (what `--format json` and the text summaries show beside the findings, e.g. "budget").
 ProjectCheck = Callable[[dict[str, FileResult], Config, dict[str, Any]], list[Finding]]
-PROJECT_CHECKS: list[ProjectCheck] = []
+PROJECT_CHECKS: list[ProjectCheck] = [jobs_report, budget_check]
 
 
 class CheckResult(NamedTuple):
@@ -95,7 +98,9 @@ def _run_rules(job: tuple[str, bytes, Config, tuple[type[Rule], ...]], tree: ast
         return FileResult(findings=(uncheckable(relpath, problem),))
     except (RecursionError, MemoryError):
         return FileResult(findings=(uncheckable(relpath, Uncheckable("is nested too deeply to check")),))
-    return FileResult(findings=tuple(sorted(set(findings))), facts=context.facts or None)
+    return FileResult(
+        findings=tuple(sorted(set(findings))), facts=context.facts or None, dependencies=context.dependencies or None
+    )
 
 
 def uncheckable(relpath: str, problem: Uncheckable) -> Finding:
@@ -144,6 +149,11 @@ def _check_file(job: tuple[str, str]) -> tuple[Stamp | None, str | None, FileRes
 def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True) -> CheckResult:
     """Check the Python files under `paths` with `config`; the whole-project checks run on the result."""
     files = discover(paths or ["."])
+    # Project scans rules made (which files declare a Celery app...) hold for one run; the module is only
+    # loaded when a rule needed it, and a run answered from the cache does not load it.
+    modules = sys.modules.get("corral.gates.modules")
+    if modules is not None:
+        modules.forget()
     cache = Cache.open(config) if use_cache else None
     jobs = [(relative_path(path, config.root), path) for path in files]
     # A warm cache answers faster in this process than a pool can start.
@@ -170,5 +180,9 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
 
 
 def check_files(pairs: Iterable[tuple[str, bytes]], config: Config) -> list[Finding]:
-    """Findings for in-memory files (relative path, content); no cache and no discovery."""
-    return sorted(finding for relpath, data in pairs for finding in check_source(relpath, data, config).findings)
+    """Findings for in-memory files (relative path, content), whole-project checks included; no cache."""
+    results = {relpath: check_source(relpath, data, config) for relpath, data in pairs}
+    findings = [finding for result in results.values() for finding in result.findings]
+    for project_check in PROJECT_CHECKS:
+        findings.extend(project_check(results, config, {}))
+    return sorted(findings)

@@ -38,6 +38,24 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _BREAK_IN_BLANK = re.compile(r" ?(\r\n|\r|\n)")
 # The native parser's message carries the real position; its raw_line/raw_column often do not.
 _ERROR_AT = re.compile(r"error at (\d+):(\d+)")
+# libcst's native parser recurses on the machine stack and crashes the process (no RecursionError) on
+# inputs nested ~1500 brackets deep or chaining ~5000 operators; its Python side already raises
+# RecursionError past a few hundred chained operators. A token scan bounds both before libcst runs.
+_MAX_BRACKET_DEPTH = 500  # valid Python never exceeds 200 (the tokenizer's limit)
+_MAX_CHAIN = 2000  # tokens in one comma-free run, counting enclosing brackets
+_TOKEN = re.compile(
+    r"(?P<skip>[ \t\f]+|\\\r?\n|#[^\r\n]*)"
+    r"|(?P<newline>\r\n|\r|\n)"
+    r"|(?P<string>[A-Za-z]{0,2}(?:'''(?:[^\\]|\\.)*?'''"
+    r'|"""(?:[^\\]|\\.)*?"""'
+    r"|'(?:[^'\\\r\n]|\\.)*'?"
+    r'|"(?:[^"\\\r\n]|\\.)*"?))'
+    r"|(?P<open>[(\[{])"
+    r"|(?P<close>[)\]}])"
+    r"|(?P<separator>[,;])"
+    r"|(?P<other>\w+|.)",
+    re.DOTALL,
+)
 # Renders detached whitespace nodes, whose widths locate the tokens around them.
 _CODEGEN = cst.Module(body=())
 
@@ -55,6 +73,7 @@ def parse_lowered(source: str, filename: str) -> ast.Module:
 
 def lower_source(source: str, filename: str) -> str:
     """`source` with the constructs the running `ast` rejects rewritten, line for line."""
+    _check_nesting(source)
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as error:
@@ -64,6 +83,35 @@ def lower_source(source: str, filename: str) -> str:
     lowerer = _Lowerer(source)
     cst.MetadataWrapper(module, unsafe_skip_copy=True).visit(lowerer)
     return lowerer.lowered()
+
+
+def _check_nesting(source: str) -> None:
+    """Raise RecursionError for source nested deeper than libcst's parser survives.
+
+    Each bracket level keeps a count of the tokens since its last separator; their sum bounds the depth
+    of the tree libcst would build. Strings and comments are skipped, so brackets in them do not count.
+    """
+    counts = [0]
+    total = 0
+    for token in _TOKEN.finditer(source):
+        kind = token.lastgroup
+        if kind == "open":
+            counts[-1] += 1
+            total += 1
+            counts.append(0)
+            if len(counts) > _MAX_BRACKET_DEPTH:
+                raise RecursionError(f"brackets nested more than {_MAX_BRACKET_DEPTH} deep")
+        elif kind == "close":
+            if len(counts) > 1:
+                total -= counts.pop()
+        elif kind == "separator" or (kind == "newline" and len(counts) == 1):
+            total -= counts[-1]
+            counts[-1] = 0
+        elif kind in ("string", "other"):
+            counts[-1] += 1
+            total += 1
+            if total > _MAX_CHAIN:
+                raise RecursionError(f"more than {_MAX_CHAIN} tokens in one nested expression")
 
 
 def _syntax_error(error: cst.ParserSyntaxError, source: str, filename: str) -> SyntaxError:

@@ -47,6 +47,8 @@ class FileContext:
         self.is_infra = is_infra
         self.is_test = is_test
         self.facts: dict[str, list[object]] = {}
+        # Other project files a rule read (relpath -> stamp and hash); the cached result holds while they do.
+        self.dependencies: dict[str, tuple[int, int, str]] = {}
 
     def finding(self, node: ast.AST, code: str, message: str) -> Finding:
         line = getattr(node, "lineno", 1)

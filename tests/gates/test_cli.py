@@ -48,6 +48,8 @@ def test_json_output(project) -> None:
                 "message": "threading.Thread outside infra; enqueue a job or call an infra helper instead",
             }
         ],
+        "jobs": [],
+        "budget": [],
     }
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from corral.gates.config import Config
-from corral.gates.engine import check_source
+from corral.gates.engine import check_files
 from corral.gates.rules import CODES, RULES
 from expectations import example_source, expected_findings
 
@@ -21,9 +21,9 @@ CASES = [
 @pytest.mark.parametrize(("rule", "kind", "example"), CASES)
 def test_example(rule: type, kind: str, example: str) -> None:
     source = example_source(example)
-    result = check_source("app/module.py", source.encode(), Config(root=Path("/project")))
+    findings = check_files([("app/module.py", source.encode())], Config(root=Path("/project")))
     own_codes = set(rule.codes)
-    found = {(finding.line, finding.code) for finding in result.findings if finding.code in own_codes}
+    found = {(finding.line, finding.code) for finding in findings if finding.code in own_codes}
     expected = expected_findings(source)
     assert found == expected
     if kind == "invalid":

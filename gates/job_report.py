@@ -1,0 +1,88 @@
+"""The job kinds report: every job kind of the project with its effective hard timeout and its source.
+
+Built by a whole-project check from the `jobs` facts the CRL2 rule records per file (cached with each
+file's result), it is the `jobs` section of `corral check --format json` and the output of
+`corral jobs --static`, so a team can review every kind's limit in one place, passing ones included.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from corral.gates.cache import FileResult
+    from corral.gates.config import Config
+    from corral.gates.findings import Finding
+
+REPORT = "jobs"
+
+
+def jobs_report(results: dict[str, FileResult], config: Config, reports: dict[str, Any]) -> list[Finding]:
+    """Add the `jobs` section: one entry per job kind, sorted by file and line. It reports no findings
+    (the per-file rule already did, once per kind)."""
+    kinds: list[dict[str, Any]] = []
+    for relpath, result in results.items():
+        for fact in (result.facts or {}).get(REPORT, ()):
+            if isinstance(fact, dict):
+                kinds.append({"path": relpath, **fact})
+    kinds.sort(key=lambda kind: (kind["path"], kind.get("line", 0), kind.get("kind", "")))
+    reports[REPORT] = kinds
+    return []
+
+
+def render_jobs(kinds: list[dict[str, Any]]) -> str:
+    """The text table of `corral jobs --static`."""
+    rows = [("WHERE", "FRAMEWORK", "KIND", "QUEUE", "TIMEOUT", "SOURCE")]
+    for kind in kinds:
+        timeout = kind.get("timeout")
+        shown = "none" if timeout is None else f"{_seconds(timeout)} s"
+        status = f" ({kind['code']})" if kind.get("code") else ""
+        rows.append(
+            (
+                f"{kind['path']}:{kind.get('line', '?')}",
+                str(kind.get("framework")),
+                str(kind.get("kind")),
+                kind.get("queue") or "-",
+                shown + status,
+                kind.get("source") or "-",
+            )
+        )
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1] for row in rows
+    ]
+    failing = sum(1 for kind in kinds if kind.get("code"))
+    count = len(kinds)
+    lines.append(f"{count} job kind{'s' if count != 1 else ''}, {failing} without a provable hard timeout.")
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if float(value) == int(value) else str(value)
+
+
+def jobs_command(paths: list[str], config_file: str | None, *, strict: bool, as_json: bool) -> int:
+    """`corral jobs --static [PATH...]`: the report alone (exit 0), or 2 on a usage or configuration error."""
+    import json
+    import sys
+
+    from corral.gates.config import ConfigError, load_config
+    from corral.gates.engine import check_paths
+
+    try:
+        config = load_config(paths, config_file)
+        if strict:
+            config = config._replace(strict=True)
+        result = check_paths(paths, config)
+    except ConfigError as error:
+        print(f"corral: config error: {error}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as error:
+        print(f"corral: no such file or directory: {error.args[0]}", file=sys.stderr)
+        return 2
+    kinds = result.reports.get(REPORT, [])
+    if as_json:
+        sys.stdout.write(json.dumps({"version": 1, "root": str(result.root), REPORT: kinds}, indent=2) + "\n")
+    else:
+        sys.stdout.write(render_jobs(kinds))
+    return 0

@@ -1,0 +1,204 @@
+"""Other modules of the project: located by dotted name under the root, parsed (never imported), memoised.
+
+A rule that needs a value or a declaration from another project module (a `settings.py` constant, a
+`Queue` imported from `app/queues.py`) asks a `ProjectModules` for it. Every file it reads, and every
+candidate path it probes and finds missing, is recorded as a dependency of the file being checked, so a
+cached result is served only while those files are unchanged (see `cache.py`).
+
+Where a module is looked for: `a/b.py`, `a/b/__init__.py`, then the same under `src/`.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from corral.gates.names import ModuleNames, is_type_checking_test, module_name_for
+from corral.gates.parsing import Uncheckable, decode, parse
+
+# A dependency: the file's modification time (ns), size and content hash; a missing file is (0, -1, "").
+Dependency = tuple[int, int, str]
+MISSING: Dependency = (0, -1, "")
+# A dependency key starting with this marks a project scan ("which files contain these bytes").
+SCAN_PREFIX = "*scan:"
+_SOURCE_ROOTS = ("", "src/")
+
+
+class ModuleInfo:
+    """One parsed project module and its module-level bindings (name -> every statement binding it)."""
+
+    def __init__(self, relpath: str, tree: ast.Module, names: ModuleNames | None = None) -> None:
+        module, is_package = module_name_for(relpath)
+        self.relpath = relpath
+        self.tree = tree
+        self.names = names if names is not None else ModuleNames(tree, module, is_package=is_package)
+        self.bindings: dict[str, list[ast.AST]] = {}
+        self.star_imports: list[str] = []
+        self._collect(tree.body)
+
+    def _collect(self, body: list[ast.stmt]) -> None:
+        for statement in body:
+            if isinstance(statement, ast.Assign):
+                for target in statement.targets:
+                    self._bind_target(target, statement.value)
+            elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+                self._bind_target(statement.target, statement.value)
+            elif isinstance(statement, (ast.AugAssign, ast.Delete)):
+                # A name changed after its assignment has no single static value.
+                targets = statement.targets if isinstance(statement, ast.Delete) else [statement.target]
+                for target in targets:
+                    self._bind_target(target, statement)
+            elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.bindings.setdefault(statement.name, []).append(statement)
+            elif isinstance(statement, (ast.Import, ast.ImportFrom)):
+                self._collect_import(statement)
+            elif isinstance(statement, ast.If):
+                if not is_type_checking_test(statement.test, self.names, self.names.root):
+                    self._collect(statement.body)
+                self._collect(statement.orelse)
+            elif isinstance(statement, ast.Try):
+                for block in (statement.body, *(handler.body for handler in statement.handlers)):
+                    self._collect(block)
+                self._collect(statement.orelse)
+                self._collect(statement.finalbody)
+            elif isinstance(statement, (ast.With, ast.For, ast.While)):
+                self._collect(statement.body)
+
+    def _bind_target(self, target: ast.expr, value: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            self.bindings.setdefault(target.id, []).append(value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            # Unpacking: each name is bound, but not to a value the evaluator can read on its own.
+            for element in ast.walk(target):
+                if isinstance(element, ast.Name):
+                    self.bindings.setdefault(element.id, []).append(target)
+
+    def _collect_import(self, statement: ast.Import | ast.ImportFrom) -> None:
+        # An import binds a name like an assignment: a name both imported and assigned has no single value.
+        if isinstance(statement, ast.ImportFrom) and any(alias.name == "*" for alias in statement.names):
+            self.star_imports.append(self.names.absolute_module(statement.level, statement.module))
+            return
+        for alias in statement.names:
+            name = alias.asname or alias.name.partition(".")[0]
+            self.bindings.setdefault(name, []).append(statement)
+
+
+class _Parsed(NamedTuple):
+    stamp: tuple[int, int]
+    digest: str
+    module: ModuleInfo | None
+
+
+# Parsed modules by absolute path, validated by stamp on every use; project scans by (root, needle).
+_PARSED: dict[str, _Parsed] = {}
+_SCANS: dict[tuple[str, bytes], tuple[str, ...]] = {}
+
+
+def forget() -> None:
+    """Start a new run: project scans are recomputed (parsed modules are revalidated by stamp anyway)."""
+    _SCANS.clear()
+
+
+def content_digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _read(path: str, relpath: str) -> _Parsed | None:
+    """The parsed module at `path` (None when missing or unreadable), memoised while its stamp holds."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    stamp = (status.st_mtime_ns, status.st_size)
+    known = _PARSED.get(path)
+    if known is not None and known.stamp == stamp:
+        return known
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    module: ModuleInfo | None
+    try:
+        module = ModuleInfo(relpath, parse(decode(data), path))
+    except (Uncheckable, RecursionError, MemoryError):
+        module = None  # an unparsable dependency is reported where it is checked itself (CRL001)
+    parsed = _Parsed(stamp, content_digest(data), module)
+    _PARSED[path] = parsed
+    return parsed
+
+
+def scan_signature(root: Path, needle: bytes) -> tuple[tuple[str, ...], str]:
+    """The project files (relative paths) whose bytes contain `needle`, and a digest of that list."""
+    key = (str(root), needle)
+    found = _SCANS.get(key)
+    if found is None:
+        from corral.gates.discovery import discover
+
+        matches = []
+        try:
+            files = discover([str(root)])
+        except FileNotFoundError:
+            files = []
+        prefix = str(root).rstrip(os.sep) + os.sep
+        for path in files:
+            try:
+                with open(path, "rb") as handle:
+                    if needle in handle.read():
+                        matches.append(path[len(prefix) :].replace(os.sep, "/") if path.startswith(prefix) else path)
+            except OSError:
+                continue
+        found = _SCANS[key] = tuple(matches)
+    return found, hashlib.blake2b("\0".join(found).encode(), digest_size=16).hexdigest()
+
+
+def dependency_holds(root: Path, relpath: str, recorded: Dependency) -> bool:
+    """Whether a recorded dependency still holds: same stamp, else same content (or still missing)."""
+    if relpath.startswith(SCAN_PREFIX):
+        return scan_signature(root, relpath[len(SCAN_PREFIX) :].encode("latin-1"))[1] == recorded[2]
+    path = os.path.join(root, relpath)
+    try:
+        status = os.stat(path)
+    except OSError:
+        return recorded == MISSING
+    if (status.st_mtime_ns, status.st_size) == (recorded[0], recorded[1]):
+        return True
+    parsed = _read(path, relpath)
+    return parsed is not None and parsed.digest == recorded[2]
+
+
+class ProjectModules:
+    """Project modules as seen from one checked file, recording every file that answer depends on."""
+
+    def __init__(self, root: Path, own_relpath: str, dependencies: dict[str, Dependency]) -> None:
+        self.root = root
+        self.own_relpath = own_relpath
+        self.dependencies = dependencies
+
+    def module(self, dotted: str) -> ModuleInfo | None:
+        """The project module named `dotted`, or None when no file under the root holds it."""
+        if not dotted or any(not part.isidentifier() for part in dotted.split(".")):
+            return None
+        stem = dotted.replace(".", "/")
+        for source_root in _SOURCE_ROOTS:
+            for candidate in (f"{source_root}{stem}.py", f"{source_root}{stem}/__init__.py"):
+                found = self.file(candidate)
+                if found is not None:
+                    return found
+        return None
+
+    def file(self, relpath: str) -> ModuleInfo | None:
+        """The module in the project file `relpath`, recorded as a dependency whether it exists or not."""
+        parsed = _read(os.path.join(self.root, relpath), relpath)
+        if relpath != self.own_relpath:
+            self.dependencies[relpath] = MISSING if parsed is None else (*parsed.stamp, parsed.digest)
+        return None if parsed is None else parsed.module
+
+    def files_containing(self, needle: bytes) -> tuple[str, ...]:
+        """Project files whose bytes contain `needle`; the answer (the list itself) is a dependency."""
+        found, digest = scan_signature(self.root, needle)
+        self.dependencies[SCAN_PREFIX + needle.decode("latin-1")] = (0, 0, digest)
+        return found

@@ -1,0 +1,279 @@
+"""What counts as a network call: the table of network APIs, and which local names hold client objects.
+
+One module for every rule that asks "does this call talk to a remote end?" (CRL4: not inside a transaction;
+CRL2: not without a timeout inside a job). Two kinds of knowledge live here:
+
+- `CALLS`: functions whose call is itself the network use (`requests.post`, `urllib.request.urlopen`,
+  `socket.create_connection`) and constructors that connect or stand for a connection (`smtplib.SMTP`,
+  `http.client.HTTPConnection`);
+- `CLIENTS`: constructors of client objects whose methods talk to the network (`requests.Session`,
+  `httpx.AsyncClient`, `aiohttp.ClientSession`, `urllib3.PoolManager`, ...).
+
+`NetworkCalls` indexes, once per module and on first need, the names each scope binds to client objects: by construction
+(`s = requests.Session()`, `with httpx.Client() as c`, `(c := ...)`) or by annotation (a parameter or a
+variable annotated `httpx.AsyncClient`, `Optional[...]`, `"..."`). Like `corral.gates.names`, the index
+is flow-insensitive within a scope: a name bound to a client anywhere in a scope is a client throughout,
+so rebinding cannot hide one. Attributes (`self.session`) are not tracked.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from functools import cached_property
+from typing import NamedTuple, TypeVar
+
+from corral.gates.names import ModuleNames, Scope, arguments_of
+
+_T = TypeVar("_T")
+
+
+class Api(NamedTuple):
+    """A network function: its library, and where a positional timeout goes (None: keyword only)."""
+
+    library: str
+    timeout_position: int | None = None
+
+
+class ClientKind(NamedTuple):
+    """A kind of client object: its canonical type name, its library, the methods that talk to the network."""
+
+    name: str
+    library: str
+    methods: frozenset[str]
+
+
+class NetworkCall(NamedTuple):
+    """One call that talks to the network. `api` is the dotted name shown to users (`requests.post`,
+    `httpx.AsyncClient.get`); `timeout` is the expression given as its timeout (keyword or positional), if any."""
+
+    library: str
+    api: str
+    call: ast.Call
+    timeout: ast.expr | None
+
+
+_VERBS = ("get", "post", "put", "patch", "delete", "head", "options", "request")
+
+CALLS: dict[str, Api] = {
+    **{f"requests.{verb}": Api("requests") for verb in _VERBS},
+    **{f"requests.api.{verb}": Api("requests") for verb in _VERBS},
+    **{f"httpx.{verb}": Api("httpx") for verb in (*_VERBS, "stream")},
+    "aiohttp.request": Api("aiohttp"),
+    "aiohttp.client.request": Api("aiohttp"),
+    "urllib.request.urlopen": Api("urllib", 2),
+    "urllib.request.urlretrieve": Api("urllib"),
+    "urllib3.request": Api("urllib3"),
+    "socket.create_connection": Api("socket", 1),
+    # An HTTP connection object stands for the connection: building one inside a scope is the network use.
+    "http.client.HTTPConnection": Api("http.client", 2),
+    "http.client.HTTPSConnection": Api("http.client", 2),
+    # With a host, the SMTP constructors connect at once.
+    "smtplib.SMTP": Api("smtplib", 3),
+    "smtplib.SMTP_SSL": Api("smtplib"),
+    "smtplib.LMTP": Api("smtplib", 4),
+}
+
+_REQUESTS_SESSION = ClientKind("requests.Session", "requests", frozenset({*_VERBS, "send"}))
+_HTTPX_METHODS = frozenset({*_VERBS, "stream", "send"})
+_HTTPX_CLIENT = ClientKind("httpx.Client", "httpx", _HTTPX_METHODS)
+_HTTPX_ASYNC_CLIENT = ClientKind("httpx.AsyncClient", "httpx", _HTTPX_METHODS)
+_AIOHTTP_SESSION = ClientKind("aiohttp.ClientSession", "aiohttp", frozenset({*_VERBS, "ws_connect"}))
+_URLLIB3_METHODS = frozenset({"request", "urlopen", "request_encode_url", "request_encode_body"})
+_URLLIB3_POOL_MANAGER = ClientKind("urllib3.PoolManager", "urllib3", _URLLIB3_METHODS)
+_URLLIB3_CONNECTION_POOL = ClientKind("urllib3.HTTPConnectionPool", "urllib3", _URLLIB3_METHODS)
+_HTTP_CONNECTION = ClientKind(
+    "http.client.HTTPConnection", "http.client", frozenset({"request", "connect", "send", "endheaders", "getresponse"})
+)
+_SMTP = ClientKind(
+    "smtplib.SMTP",
+    "smtplib",
+    frozenset(
+        {"connect", "sendmail", "send_message", "login", "starttls", "ehlo", "helo", "ehlo_or_helo_if_needed"}
+        | {"noop", "mail", "rcpt", "data", "verify", "docmd", "quit"}
+    ),
+)
+
+# Constructors and factories of client objects, by every name they are importable as; the same names
+# serve as types in annotations.
+CLIENTS: dict[str, ClientKind] = {
+    "requests.Session": _REQUESTS_SESSION,
+    "requests.sessions.Session": _REQUESTS_SESSION,
+    "requests.session": _REQUESTS_SESSION,
+    "requests.sessions.session": _REQUESTS_SESSION,
+    "httpx.Client": _HTTPX_CLIENT,
+    "httpx.AsyncClient": _HTTPX_ASYNC_CLIENT,
+    "aiohttp.ClientSession": _AIOHTTP_SESSION,
+    "aiohttp.client.ClientSession": _AIOHTTP_SESSION,
+    "urllib3.PoolManager": _URLLIB3_POOL_MANAGER,
+    "urllib3.ProxyManager": _URLLIB3_POOL_MANAGER,
+    "urllib3.poolmanager.PoolManager": _URLLIB3_POOL_MANAGER,
+    "urllib3.poolmanager.ProxyManager": _URLLIB3_POOL_MANAGER,
+    "urllib3.HTTPConnectionPool": _URLLIB3_CONNECTION_POOL,
+    "urllib3.HTTPSConnectionPool": _URLLIB3_CONNECTION_POOL,
+    "urllib3.connectionpool.HTTPConnectionPool": _URLLIB3_CONNECTION_POOL,
+    "urllib3.connectionpool.HTTPSConnectionPool": _URLLIB3_CONNECTION_POOL,
+    "urllib3.connection_from_url": _URLLIB3_CONNECTION_POOL,
+    "urllib3.connectionpool.connection_from_url": _URLLIB3_CONNECTION_POOL,
+    "http.client.HTTPConnection": _HTTP_CONNECTION,
+    "http.client.HTTPSConnection": _HTTP_CONNECTION,
+    "smtplib.SMTP": _SMTP,
+    "smtplib.SMTP_SSL": _SMTP,
+    "smtplib.LMTP": _SMTP,
+}
+
+# A name resolves to one of the APIs above only through an import naming its top-level module, where the
+# module's name is a whole word (and `http` is never followed by a colon, as it is in URLs), or through a
+# relative import, which resolves against the file's own package and may land anywhere.
+_NETWORK_MODULE = re.compile(rb"\b(?:requests|httpx|aiohttp|urllib3?|smtplib|socket)\b|\bhttp\b(?!:)")
+_RELATIVE_IMPORT = re.compile(rb"\bfrom(?:\s|\\)+\.")
+
+
+def might_call_network(data: bytes) -> bool:
+    """False only when no call in the file can resolve to a network API: a sound prefilter for rules."""
+    return _NETWORK_MODULE.search(data) is not None or _RELATIVE_IMPORT.search(data) is not None
+
+
+def scoped_nodes(tree: ast.Module, names: ModuleNames) -> Iterator[tuple[ast.AST, Scope]]:
+    """Every node of the module that runs or binds in a modelled scope, with that scope.
+
+    A function's decorators and defaults belong to the enclosing scope, its body to its own; a class body
+    to the class's scope. Parameters and lambda bodies are not yielded: callers read parameters from the
+    function node, and `names` models no lambda scope.
+    """
+    pending: list[tuple[ast.AST, Scope]] = [(tree, names.root)]
+    while pending:
+        node, scope = pending.pop()
+        yield node, scope
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            outer = [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]
+            pending.extend((part, scope) for part in outer if part is not None)
+            inner = names.scope_of(node)
+            pending.extend((statement, inner) for statement in node.body)
+        elif isinstance(node, ast.ClassDef):
+            pending.extend((part, scope) for part in (*node.decorator_list, *node.bases, *node.keywords))
+            inner = names.scope_of(node)
+            pending.extend((statement, inner) for statement in node.body)
+        elif isinstance(node, ast.Lambda):
+            outer = [*node.args.defaults, *node.args.kw_defaults]
+            pending.extend((part, scope) for part in outer if part is not None)
+        else:
+            pending.extend((child, scope) for child in ast.iter_child_nodes(node))
+
+
+def lookup_in(table: dict[Scope, dict[str, list[_T]]], name: str, scope: Scope) -> list[_T]:
+    """What `table` holds for `name` as seen from `scope`, with Python's lexical rules: the nearest scope
+    binding the name decides (class bodies are invisible from nested functions); empty if that scope
+    binds it to something `table` does not know."""
+    current: Scope | None = scope
+    first = True
+    while current is not None:
+        if first or not current.is_class:
+            held = table.get(current, {}).get(name)
+            if held:
+                return held
+            if name in current.bindings:
+                return []
+        first = False
+        current = current.parent
+    return []
+
+
+class NetworkCalls:
+    """Classifies calls of one module: `classify(call, scope)` says whether a call talks to the network."""
+
+    def __init__(self, tree: ast.Module, names: ModuleNames) -> None:
+        self.names = names
+        self.tree = tree
+
+    @cached_property
+    def clients(self) -> dict[Scope, dict[str, list[ClientKind]]]:
+        """The names each scope binds to client objects; built on first need, since most calls a rule
+        classifies are settled by their resolved name alone."""
+        clients: dict[Scope, dict[str, list[ClientKind]]] = {}
+        for node, scope in scoped_nodes(self.tree, self.names):
+            for name, bound_in, kind in self._bindings(node, scope):
+                if kind is None:
+                    continue
+                kinds = clients.setdefault(bound_in, {}).setdefault(name, [])
+                if kind not in kinds:
+                    kinds.append(kind)
+        return clients
+
+    def classify(self, call: ast.Call, scope: Scope) -> NetworkCall | None:
+        """The network call `call` is, seen from `scope`, or None when it is not one the gate knows."""
+        func = call.func
+        name = self.names.resolve(func, scope)
+        api = CALLS.get(name) if name is not None else None
+        if name is not None and api is not None:
+            return NetworkCall(api.library, name, call, _timeout(call, api.timeout_position))
+        if isinstance(func, ast.Attribute):
+            for kind in self.client_kinds(func.value, scope):
+                if func.attr in kind.methods:
+                    return NetworkCall(kind.library, f"{kind.name}.{func.attr}", call, _timeout(call, None))
+        return None
+
+    def client_kinds(self, node: ast.expr, scope: Scope) -> list[ClientKind]:
+        """The kinds of client `node` may be: a name bound to one, or a client constructed in place."""
+        if isinstance(node, ast.Name):
+            return lookup_in(self.clients, node.id, scope)
+        kind = self._constructed(node, scope)
+        return [kind] if kind is not None else []
+
+    # -- the index -----------------------------------------------------------------------------
+
+    def _bindings(self, node: ast.AST, scope: Scope) -> Iterator[tuple[str, Scope, ClientKind | None]]:
+        """The names `node` (seen in `scope`) binds: (name, the scope it binds in, the client kind or None)."""
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inner = self.names.scope_of(node)
+            for argument in arguments_of(node.args):
+                # Annotations are read where the function is defined.
+                if argument.annotation is not None:
+                    yield argument.arg, inner, self._annotated(argument.annotation, scope)
+        elif isinstance(node, ast.Assign):
+            kind = self._constructed(node.value, scope)
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    yield target.id, scope, kind
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            yield node.target.id, scope, self._annotated(node.annotation, scope)
+            if node.value is not None:
+                yield node.target.id, scope, self._constructed(node.value, scope)
+        elif isinstance(node, ast.NamedExpr):
+            yield node.target.id, scope, self._constructed(node.value, scope)
+        elif isinstance(node, ast.withitem) and isinstance(node.optional_vars, ast.Name):
+            yield node.optional_vars.id, scope, self._constructed(node.context_expr, scope)
+
+    def _constructed(self, value: ast.expr, scope: Scope) -> ClientKind | None:
+        if not isinstance(value, ast.Call):
+            return None
+        name = self.names.resolve(value.func, scope)
+        return CLIENTS.get(name) if name is not None else None
+
+    def _annotated(self, annotation: ast.expr, scope: Scope) -> ClientKind | None:
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            try:
+                annotation = ast.parse(annotation.value, mode="eval").body
+            except (SyntaxError, ValueError, RecursionError):
+                return None
+        # `Optional[httpx.Client]`, `httpx.Client | None`, `Annotated[httpx.Client, ...]` all name the type.
+        for node in ast.walk(annotation):
+            if isinstance(node, (ast.Name, ast.Attribute)):
+                name = self.names.resolve(node, scope)
+                kind = CLIENTS.get(name) if name is not None else None
+                if kind is not None:
+                    return kind
+        return None
+
+
+def _timeout(call: ast.Call, position: int | None) -> ast.expr | None:
+    for keyword in call.keywords:
+        if keyword.arg == "timeout":
+            return keyword.value
+    if position is None or len(call.args) <= position:
+        return None
+    # After a `*args` the positions of the arguments are unknown.
+    if any(isinstance(argument, ast.Starred) for argument in call.args[: position + 1]):
+        return None
+    return call.args[position]

@@ -1,0 +1,233 @@
+"""`corral prove`: a gate that has never been red proves nothing.
+
+Copies the project to a scratch directory, plants one violation per rule family where the project
+gives the family something to attach to, runs the gate on the copy and reports, per family, whether it
+went red on exactly the planted line. The project itself is never touched.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from corral.gates.config import Config, ConfigError, load_config
+from corral.gates.discovery import SKIPPED_DIRS
+from corral.gates.engine import CheckResult, check_paths
+
+MARK = "  # planted by corral prove"
+
+
+class Plant(NamedTuple):
+    family: str
+    relpath: str
+    line: int
+
+
+class Scratch(NamedTuple):
+    """The copied project: its root, the settings that apply there, and the gate's verdict before planting."""
+
+    root: Path
+    config: Config
+    baseline: CheckResult
+
+
+Planter = Callable[[Scratch], "Plant | None"]
+
+
+def _append(scratch: Scratch, relpath: str, lines: list[str], target: int) -> Plant:
+    """Append `lines` to a file of the copy; `target` indexes the line the family must report."""
+    path = scratch.root / relpath
+    existing = path.read_text(encoding="utf-8")
+    if existing and not existing.endswith("\n"):
+        existing += "\n"
+    start = existing.count("\n") + 2  # one blank line separates the planted code
+    path.write_text(existing + "\n" + "".join(line + "\n" for line in lines), encoding="utf-8")
+    return Plant("", relpath, start + target)
+
+
+def _domain_module(scratch: Scratch) -> str | None:
+    """A module the domain rules judge: not infra, not tests, and checkable."""
+    uncheckable = {finding.path for finding in scratch.baseline.findings if finding.code == "CRL001"}
+    for relpath in sorted(scratch.baseline.results):
+        if (
+            relpath.endswith(".py")
+            and not relpath.startswith("../")
+            and relpath not in uncheckable
+            and not scratch.config.is_infra(relpath)
+            and not scratch.config.is_test(relpath)
+        ):
+            return relpath
+    return None
+
+
+def plant_unmanaged_thread(scratch: Scratch) -> Plant | None:
+    relpath = _domain_module(scratch)
+    if relpath is None:
+        return None
+    lines = [
+        f"import threading as _corral_prove_threading{MARK}",
+        f"_corral_prove_threading.Thread(target=print){MARK}",
+    ]
+    return _append(scratch, relpath, lines, 1)._replace(family="CRL1")
+
+
+def plant_call_in_transaction(scratch: Scratch) -> Plant | None:
+    relpath = _domain_module(scratch)
+    if relpath is None:
+        return None
+    lines = [
+        f"def _corral_prove_transaction() -> None:{MARK}",
+        "    import requests",
+        "    from django.db import transaction",
+        "",
+        "    with transaction.atomic():",
+        '        requests.post("https://corral-prove.invalid", timeout=1)',
+    ]
+    return _append(scratch, relpath, lines, 5)._replace(family="CRL4")
+
+
+# Decorators that declare a job kind with its hard limit turned off, by framework.
+_NO_LIMIT = {
+    "corral": '("corral-prove.no-timeout", timeout=0)',
+    "celery": "(time_limit=0)",
+    "dramatiq": "(time_limit=0)",
+    "rq": '("default", timeout=-1)',
+}
+_DECORATOR = re.compile(r"@([A-Za-z_][\w.]*)")
+
+
+def plant_job_without_timeout(scratch: Scratch) -> Plant | None:
+    """Beside a job kind the project declares, one more on the same queue or app with no hard limit."""
+    for kind in scratch.baseline.reports.get("jobs", []):
+        arguments = _NO_LIMIT.get(str(kind.get("framework")))
+        path = scratch.root / str(kind.get("path"))
+        if arguments is None or not path.is_file():
+            continue
+        source_lines = path.read_text(encoding="utf-8").splitlines()
+        line = int(kind.get("line", 0))
+        declaration = _DECORATOR.match(source_lines[line - 1]) if 0 < line <= len(source_lines) else None
+        if declaration is None:
+            continue  # declared by a call, or indented in a class or function: nothing to copy at top level
+        lines = [
+            f"@{declaration.group(1)}{arguments}{MARK}",
+            "def _corral_prove_job(*args: object, **kwargs: object) -> None:",
+            "    return None",
+        ]
+        return _append(scratch, str(kind["path"]), lines, 0)._replace(family="CRL2")
+    return None
+
+
+def plant_one_worker_too_many(scratch: Scratch) -> Plant | None:
+    """Raise a runtime's relay so its total is one over its limit (the finding is on its `Runtime(` line)."""
+    for entry in scratch.baseline.reports.get("budget", []):
+        if not entry.get("ok"):
+            continue
+        path = scratch.root / entry["path"]
+        source = path.read_text(encoding="utf-8")
+        call = _call_at(source, entry["line"])
+        if call is None:
+            continue
+        extra = entry["limit"] - entry["total"] + 1
+        lines = source.splitlines(keepends=True)
+        relay = next((keyword.value for keyword in call.keywords if keyword.arg == "relay"), None)
+        if relay is not None:
+            edits = [(relay.end_lineno or relay.lineno, relay.end_col_offset or 0, f") + {extra}")]
+            edits.append((relay.lineno, relay.col_offset, "("))
+        else:
+            end_line, end_col = call.end_lineno or call.lineno, (call.end_col_offset or 1) - 1
+            before = "".join(lines[: end_line - 1]) + lines[end_line - 1][:end_col]
+            separator = "" if before.rstrip().endswith((",", "(")) else ", "
+            edits = [(end_line, end_col, f"{separator}relay={1 + extra}")]
+        for line, col, text in edits:  # right to left, so earlier columns stay valid
+            encoded = lines[line - 1].encode("utf-8")
+            lines[line - 1] = (encoded[:col] + text.encode("utf-8") + encoded[col:]).decode("utf-8")
+        path.write_text("".join(lines), encoding="utf-8")
+        return Plant("CRL3", entry["path"], entry["line"])
+    return None
+
+
+def _call_at(source: str, line: int) -> ast.Call | None:
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and node.lineno == line:
+            function = node.func
+            called = function.id if isinstance(function, ast.Name) else getattr(function, "attr", None)
+            if called == "Runtime":
+                return node
+    return None
+
+
+# In this order: the budget edit changes no line count, the appends only add lines at the ends of files.
+PLANTERS: list[tuple[str, str, Planter]] = [
+    ("CRL3", "one worker too many for the pool", plant_one_worker_too_many),
+    ("CRL1", "a thread started in a domain module", plant_unmanaged_thread),
+    ("CRL2", "a job kind without a hard timeout", plant_job_without_timeout),
+    ("CRL4", "a network call inside a transaction", plant_call_in_transaction),
+]
+
+
+def _copy_project(root: Path, destination: Path) -> None:
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        return {name for name in names if name in SKIPPED_DIRS or (Path(directory) / name / "pyvenv.cfg").exists()}
+
+    shutil.copytree(root, destination, ignore=ignore, symlinks=True)
+
+
+def prove(path: str, config_file: str | None, *, as_json: bool = False) -> int:
+    try:
+        config = load_config([path], config_file)
+    except ConfigError as error:
+        print(f"corral: config error: {error}", file=sys.stderr)
+        return 2
+    target = Path(path).resolve()
+    if not target.exists():
+        print(f"corral: no such file or directory: {path}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="corral-prove-") as scratch_dir:
+        copy = Path(scratch_dir) / "project"
+        _copy_project(config.root, copy)
+        copy_config = config._replace(root=copy, source=copy / config.source.name if config.source else None)
+        copy_target = str(copy / target.relative_to(config.root)) if target != config.root else str(copy)
+        baseline = check_paths([copy_target], copy_config, use_cache=False)
+        scratch = Scratch(copy, copy_config, baseline)
+        rows: list[dict[str, Any]] = []
+        for family, what, planter in PLANTERS:
+            plant = planter(scratch)
+            rows.append({"family": family, "violation": what, "planted": plant})
+        result = check_paths([copy_target], copy_config, use_cache=False)
+    red_lines = {(finding.path, finding.line, finding.code[:4]) for finding in result.findings}
+    for row in rows:
+        plant = row["planted"]
+        row["red"] = plant is not None and (plant.relpath, plant.line, plant.family) in red_lines
+    rows.sort(key=lambda row: row["family"])
+    planted = [row for row in rows if row["planted"] is not None]
+    ok = bool(planted) and all(row["red"] for row in planted)
+    if as_json:
+        document = [
+            {
+                "family": row["family"],
+                "violation": row["violation"],
+                "where": f"{row['planted'].relpath}:{row['planted'].line}" if row["planted"] else None,
+                "red": row["red"],
+            }
+            for row in rows
+        ]
+        print(json.dumps({"ok": ok, "plants": document}, indent=2))
+    else:
+        print(f"{'family':<7} {'violation':<40} {'planted at':<44} gate")
+        for row in rows:
+            plant = row["planted"]
+            where = f"{plant.relpath}:{plant.line}" if plant else "nothing to attach to"
+            verdict = ("red" if row["red"] else "NOT RED") if plant else "-"
+            print(f"{row['family']:<7} {row['violation']:<40} {where:<44} {verdict}")
+        if not planted:
+            print("nothing to plant: the project gives no rule family anything to attach to")
+        else:
+            print("every planted violation was reported" if ok else "the gate missed a planted violation")
+    return 0 if ok else 1

@@ -1,0 +1,116 @@
+"""CRL201-CRL204: every job kind has a hard timeout, provable statically as a positive number.
+
+The kinds and their effective timeouts come from `corral.gates.jobs` (one place for every framework);
+this rule turns failing kinds into findings on the declaring decorator or call, and records every kind as
+a `jobs` fact for the whole-project report (`corral jobs --static`, the json `jobs` section).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import ClassVar
+
+from corral.gates.config import Config
+from corral.gates.findings import Finding
+from corral.gates.jobs import CELERY, CORRAL, OTHER, UNRESOLVED, job_kinds
+from corral.gates.registry import Rule
+
+# Every job kind is declared by a decorator or call that names one of these: a method of a queue, app or
+# broker (`.job`, `.task`, ...), or a name whose import holds the word (`shared_task`, `actor`, ...). arq's
+# `func`/`cron` count only where the file imports arq; SAQ's and arq's worker settings name `functions`.
+_METHODS = re.compile(rb"\.[\s\\]*(?:job|periodic|task|periodic_task|db_task|db_periodic_task)\b")
+_WORDS = re.compile(rb"\bactor\b|[\"']functions[\"']|\b(?:functions|cron_jobs)\s*=")
+TRIGGERS = (b"shared_task", b"rq.decorators", b"djhuey", b"CronJob")
+ARQ_WORDS = (b"func", b"cron")
+
+
+def might_declare_jobs(data: bytes) -> bool:
+    """False only when no job kind can be declared in the file: the prefilter of every CRL2 rule."""
+    return (
+        any(trigger in data for trigger in TRIGGERS)
+        # The regular expressions only run on files holding their words (most files hold none).
+        or ((b"job" in data or b"periodic" in data or b"task" in data) and _METHODS.search(data) is not None)
+        or ((b"actor" in data or b"functions" in data or b"cron_jobs" in data) and _WORDS.search(data) is not None)
+        or (b"arq" in data and any(word in data for word in ARQ_WORDS))
+    )
+
+
+class JobTimeouts(Rule):
+    codes: ClassVar[dict[str, str]] = {
+        CORRAL: "a corral job kind without a positive timeout (from the job or its queue)",
+        CELERY: "a Celery task without a hard time_limit (decorator, base class or app configuration)",
+        OTHER: "a job kind whose framework limit is turned off, absent, or not explicit under strict mode",
+        UNRESOLVED: "a job or network timeout the gate cannot resolve statically",
+    }
+    triggers = TRIGGERS
+
+    VALID = (
+        """
+        from corral.runtime import Queue
+        index = Queue("index", max_workers=4, timeout=30)
+        @index.job("corpus.index")
+        async def corpus_index(ctx, note_id): ...
+        """,
+        """
+        from datetime import timedelta
+        from celery import shared_task
+        LIMIT = timedelta(minutes=2)
+        @shared_task(time_limit=LIMIT.total_seconds())
+        def send(order_id): ...
+        """,
+        """
+        import dramatiq
+        @dramatiq.actor
+        def count_words(url): ...
+        """,
+    )
+    INVALID = (
+        """
+        from corral.runtime import Queue
+        fetch = Queue("fetch", max_workers=3)
+        @fetch.job("jobs.fetch_source")  # error: CRL201
+        async def fetch_source(ctx, source_id): ...
+        """,
+        """
+        from celery import Celery
+        app = Celery("proj")
+        @app.task(soft_time_limit=30)  # error: CRL202
+        def resize(image_id): ...
+        """,
+        """
+        from rq.decorators import job
+        @job("low", timeout=-1)  # error: CRL203
+        def crawl(url): ...
+        """,
+        """
+        import os
+        from corral.runtime import Queue
+        index = Queue("index", max_workers=4, timeout=int(os.environ["INDEX_TIMEOUT"]))
+        @index.job("corpus.index")  # error: CRL204
+        async def corpus_index(ctx, note_id): ...
+        """,
+    )
+
+    @classmethod
+    def might_match(cls, data: bytes, config: Config) -> bool:
+        return might_declare_jobs(data)
+
+    def check(self) -> Iterator[Finding]:
+        context = self.context
+        for kind in job_kinds(context):
+            context.add_fact(
+                "jobs",
+                {
+                    "framework": kind.framework,
+                    "kind": kind.name,
+                    "queue": kind.queue,
+                    "timeout": kind.timeout,
+                    "source": kind.source,
+                    "line": kind.node.lineno,
+                    "function": kind.function.name if kind.function is not None else None,
+                    "code": kind.code,
+                },
+            )
+            if kind.code is not None and kind.problem is not None:
+                yield context.finding(kind.node, kind.code, kind.problem)

@@ -1,0 +1,289 @@
+"""CRL401: a network call made while a database transaction is open, outside tests (infra included).
+
+A transaction holds a pooled connection (and its locks) until it commits; a network call inside it holds
+them for as long as the remote end takes, so a few slow endpoints drain the pool for everyone.
+
+Transaction scopes: the body of a `with`/`async with` whose item is Django's `transaction.atomic(...)`
+(however imported) or a `.begin()`, `.begin_nested()`, `.transaction()` or `.atomic()` on any object
+(SQLAlchemy sessions, engines and connections, psycopg 3, asyncpg, peewee), and the body of a function
+decorated with one of those (`@transaction.atomic`, `@db.atomic()`). Items after the opening one in the
+same `with` are inside it. Network calls are what `corral.gates.network` classifies.
+
+The check is syntactic within a function: the scope's own statements and the blocks nested in them, plus
+functions and lambdas defined in the same enclosing function when they are called there (reported at the
+call). Calls to module-level functions or methods are not followed, and a transaction opened without a
+`with` (`session.begin()` as a statement, autobegin, ATOMIC_REQUESTS) is not seen. Functions and lambdas
+defined in the scope but not called there (`transaction.on_commit(lambda: ...)`) run later: not inside.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator, Sequence
+from functools import cached_property
+from typing import ClassVar, NamedTuple
+
+from corral.gates.config import Config
+from corral.gates.findings import Finding
+from corral.gates.names import LOCAL, Scope, arguments_of
+from corral.gates.network import NetworkCall, NetworkCalls, lookup_in, might_call_network, scoped_nodes
+from corral.gates.registry import FileContext, Rule, ScopedVisitor, lines_mentioning
+
+CODE = "CRL401"
+DJANGO_ATOMIC = "django.db.transaction.atomic"
+ON_COMMIT = "django.db.transaction.on_commit"
+# Methods that open a transaction when used as a context manager (or decorator), whatever the object.
+OPENERS = frozenset({"begin", "begin_nested", "transaction", "atomic"})
+DJANGO_ADVICE = "make the call after commit (transaction.on_commit) or outside the transaction"
+ADVICE = "make the call outside the transaction, after it commits"
+
+# Every scope names one of these as a whole word: an opener's attribute, Django's `atomic`, or the import
+# that binds an alias to it.
+_OPENER = re.compile(rb"\b(?:atomic|begin|begin_nested|transaction)\b")
+
+LocalCallable = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+
+
+class Transaction(NamedTuple):
+    """An open transaction scope as shown in messages (`transaction.atomic()`, `@db.atomic()`)."""
+
+    shown: str
+    django: bool
+
+
+def _lambda_scope(node: ast.Lambda, parent: Scope) -> Scope:
+    scope = Scope(parent=parent)
+    for argument in arguments_of(node.args):
+        scope.bind(argument.arg, LOCAL)
+    return scope
+
+
+class NetworkInTransaction(Rule, ScopedVisitor):
+    codes: ClassVar[dict[str, str]] = {CODE: "a network call inside a database transaction"}
+    # Every scope names one of these (Django's atomic through an alias too: the alias is bound from it);
+    # `might_match` asks for them as whole words, and for a network module.
+    triggers = (b"atomic", b"begin", b"transaction")
+    # Infra holding a transaction across a network call drains the pool just the same.
+    skips_infra = False
+
+    VALID = (
+        """
+        import requests
+        from django.db import transaction
+        def f(url):
+            with transaction.atomic():
+                save()
+                transaction.on_commit(lambda: requests.post(url, timeout=5))
+            requests.post(url, timeout=5)
+        """,
+        """
+        import httpx
+        def f(session, url):
+            with session.begin():
+                def later():
+                    return httpx.get(url)
+                schedule(later)
+        """,
+        """
+        import functools
+        import requests
+        from django.db import transaction
+        @transaction.atomic
+        def f(url):
+            transaction.on_commit(functools.partial(requests.post, url))
+        """,
+    )
+    INVALID = (
+        """
+        import requests
+        from django.db import transaction
+        def f(url):
+            with transaction.atomic():
+                requests.post(url, timeout=5)  # error: CRL401
+        """,
+        """
+        import httpx
+        async def f(engine, client: httpx.AsyncClient):
+            async with engine.begin() as conn:
+                await conn.execute(query)
+                await client.get("https://example.com")  # error: CRL401
+        """,
+        """
+        import smtplib
+        from django.db.transaction import atomic
+        @atomic
+        def f(message):
+            with smtplib.SMTP("mail") as smtp:  # error: CRL401
+                smtp.send_message(message)  # error: CRL401
+        """,
+        """
+        import requests
+        def f(db, url):
+            with db.atomic():
+                def notify():
+                    requests.post(url)
+                notify()  # error: CRL401
+        """,
+    )
+
+    def __init__(self, context: FileContext) -> None:
+        Rule.__init__(self, context)
+        names = context.names
+        self.network = NetworkCalls(context.tree, names)
+        # Outside a transaction only statements that can open one need a visit: they mention an opener or
+        # an alias of Django's atomic. Inside one, every statement is visited.
+        words = set(OPENERS)
+        words.update(
+            alias
+            for scope in (names.root, *names.scopes.values())
+            for alias, target in scope.bindings.items()
+            if target == DJANGO_ATOMIC
+        )
+        self.outside_lines = lines_mentioning(context.text, words)
+        ScopedVisitor.__init__(self, names, self.outside_lines)
+        self.transactions: list[Transaction] = []
+        # The call of a local function being followed and that function's name (findings go there), and
+        # the functions already visited for it: each is visited once per call, however often it is reached.
+        self.via: tuple[ast.Call, str] | None = None
+        self.followed: set[LocalCallable] = set()
+        # Calls written as the argument of on_commit: they run now, not after commit.
+        self.eager: set[ast.expr] = set()
+        self.found: list[Finding] = []
+
+    @cached_property
+    def callables(self) -> dict[Scope, dict[str, list[tuple[LocalCallable, Scope]]]]:
+        """The functions and lambdas each function scope defines, by name: called inside a transaction,
+        they run there. Module-level ones are left out (calls are not followed out of the function)."""
+        names = self.names
+        callables: dict[Scope, dict[str, list[tuple[LocalCallable, Scope]]]] = {}
+        for node, scope in scoped_nodes(self.context.tree, names):
+            if scope is names.root:
+                continue
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                callables.setdefault(scope, {}).setdefault(node.name, []).append((node, scope))
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        callables.setdefault(scope, {}).setdefault(target.id, []).append((node.value, scope))
+        return callables
+
+    @classmethod
+    def might_match(cls, data: bytes, config: Config) -> bool:
+        # The substring test is much cheaper than the search and rules most files out.
+        if not any(trigger in data for trigger in cls.triggers):
+            return False
+        return _OPENER.search(data) is not None and might_call_network(data)
+
+    def check(self) -> Iterator[Finding]:
+        self.visit(self.context.tree)
+        yield from self.found
+
+    # -- transaction scopes ------------------------------------------------------------------------
+
+    def _opened_by(self, expression: ast.expr, *, decorator: bool) -> Transaction | None:
+        target = expression.func if isinstance(expression, ast.Call) else expression
+        django = self.resolve(target) == DJANGO_ATOMIC
+        if not django and not (isinstance(target, ast.Attribute) and target.attr in OPENERS):
+            return None
+        shown = ast.unparse(target)
+        if isinstance(expression, ast.Call):
+            shown += "(...)" if expression.args or expression.keywords else "()"
+        return Transaction(f"@{shown}" if decorator else shown, django)
+
+    def _run(self, scope: Scope, parts: Sequence[ast.AST], transactions: list[Transaction]) -> None:
+        outer = self.transactions, self.lines
+        self.transactions = transactions
+        self.lines = None if transactions else self.outside_lines
+        try:
+            self._visit_in_scope(scope, parts)
+        finally:
+            self.transactions, self.lines = outer
+
+    def _visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        # Decorators and defaults run where the function is defined; its body runs when it is called,
+        # inside only the transactions its own decorators open.
+        for expression in (*node.decorator_list, *node.args.defaults, *node.args.kw_defaults):
+            if expression is not None:
+                self.visit(expression)
+        opened = [self._opened_by(decorator, decorator=True) for decorator in node.decorator_list]
+        self._run(self.names.scope_of(node), node.body, [scope for scope in opened if scope is not None])
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        for expression in (*node.args.defaults, *node.args.kw_defaults):
+            if expression is not None:
+                self.visit(expression)
+        self._run(_lambda_scope(node, self.scope), [node.body], [])
+
+    def _visit_with(self, node: ast.With | ast.AsyncWith) -> None:
+        transactions = self.transactions
+        for item in node.items:
+            # Each item is entered inside the transactions the items before it opened.
+            self._run(self.scope, [item.context_expr], transactions)
+            if item.optional_vars is not None:
+                self._run(self.scope, [item.optional_vars], transactions)
+            opened = self._opened_by(item.context_expr, decorator=False)
+            if opened is not None:
+                transactions = [*transactions, opened]
+        self._run(self.scope, node.body, transactions)
+
+    def visit_With(self, node: ast.With) -> None:
+        self._visit_with(node)
+
+    def visit_AsyncWith(self, node: ast.AsyncWith) -> None:
+        self._visit_with(node)
+
+    # -- calls inside them -------------------------------------------------------------------------
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if self.transactions:
+            found = self.network.classify(node, self.scope)
+            if found is not None:
+                self._report(found)
+            if self.resolve(node.func) == ON_COMMIT:
+                arguments = (*node.args, *(keyword.value for keyword in node.keywords))
+                self.eager.update(argument for argument in arguments if isinstance(argument, ast.Call))
+            self._follow(node)
+        self.generic_visit(node)
+
+    def _follow(self, call: ast.Call) -> None:
+        """Visit the body of a local function or lambda `call` runs, as if it were written here."""
+        func = call.func
+        targets: list[tuple[LocalCallable, Scope]]
+        if isinstance(func, ast.Lambda):
+            targets = [(func, self.scope)]
+        elif isinstance(func, ast.Name):
+            targets = lookup_in(self.callables, func.id, self.scope)
+        else:
+            return
+        outer = self.via, self.followed
+        if self.via is None and isinstance(func, ast.Name):
+            self.via, self.followed = (call, func.id), set()
+        try:
+            for target, defined_in in targets:
+                if target in self.followed:
+                    continue
+                self.followed.add(target)
+                if isinstance(target, ast.Lambda):
+                    self._visit_in_scope(_lambda_scope(target, defined_in), [target.body])
+                else:
+                    self._visit_in_scope(self.names.scope_of(target), target.body)
+        finally:
+            self.via, self.followed = outer
+
+    def _report(self, found: NetworkCall) -> None:
+        transaction = self.transactions[-1]
+        advice = DJANGO_ADVICE if transaction.django else ADVICE
+        if self.via is not None:
+            node, callee = self.via
+            message = f"{callee}() calls {found.api} inside {transaction.shown}; {advice}"
+        elif found.call in self.eager:
+            node = found.call
+            message = (
+                f"{found.api} runs now, inside {transaction.shown}, not after commit; "
+                "pass on_commit a callable (lambda: ... or functools.partial(...))"
+            )
+        else:
+            node = found.call
+            message = f"{found.api} inside {transaction.shown}; {advice}"
+        self.found.append(self.context.finding(node, CODE, message))

@@ -1,0 +1,217 @@
+"""CRL210: inside a job kind's body, a network call must time out before the job does.
+
+The calls and clients come from `corral.gates.network` (shared with CRL4); the job kinds and their
+timeouts from `corral.gates.jobs`. A call judged here: its own `timeout=` if given, else its client's
+(constructed in the job's function or at module level), else the library's default. `requests`,
+`urllib`, `urllib3`, `socket`, `http.client` and `smtplib` have none (the global socket default, unset
+by default); httpx defaults to 5 s; aiohttp to a total of 300 s. Without a timeout, or with one not
+shorter than the job's, it is a finding; a timeout the gate cannot read is CRL204.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from typing import ClassVar
+
+from corral.gates.config import Config
+from corral.gates.findings import Finding
+from corral.gates.jobs import UNRESOLVED, JobKind, job_kinds, keyword
+from corral.gates.names import Scope
+from corral.gates.network import CALLS, CLIENTS, NetworkCall, NetworkCalls, might_call_network
+from corral.gates.registry import FileContext, Rule
+from corral.gates.rules.job_timeouts import might_declare_jobs
+from corral.gates.values import StaticValues, Unresolved
+
+CODE = "CRL210"
+# Library defaults in seconds, for a call (or client) given no timeout; None: no timeout at all.
+DEFAULTS: dict[str, float | None] = {"httpx": 5.0, "aiohttp": 300.0}
+# A requests.Session has no timeout of its own: each call needs its own.
+SESSIONS_WITHOUT_TIMEOUT = frozenset({"requests"})
+# Where a client constructor takes its timeout positionally (after the host/port), when it does.
+_CLIENT_TIMEOUT_POSITION = {"http.client": 2, "smtplib": 3}
+HTTPX_TIMEOUTS = frozenset({"httpx.Timeout", "httpx._config.Timeout"})
+AIOHTTP_TIMEOUTS = frozenset({"aiohttp.ClientTimeout", "aiohttp.client.ClientTimeout"})
+
+
+class NetworkTimeouts(Rule):
+    codes: ClassVar[dict[str, str]] = {
+        CODE: "a network call inside a job without a timeout shorter than the job's",
+    }
+    triggers = ()
+
+    VALID = (
+        """
+        import requests
+        from corral.runtime import Queue
+        webhook = Queue("webhook", max_workers=8, timeout=15)
+        @webhook.job("webhook.deliver")
+        def deliver(ctx, url):
+            requests.post(url, timeout=10)
+        """,
+    )
+    INVALID = (
+        """
+        import requests
+        from corral.runtime import Queue
+        webhook = Queue("webhook", max_workers=8, timeout=15)
+        @webhook.job("webhook.deliver")
+        def deliver(ctx, url):
+            requests.post(url, timeout=20)  # error: CRL210
+            requests.get(url)  # error: CRL210
+        """,
+    )
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        self.values = StaticValues.of(context)
+        self.calls = NetworkCalls(context.tree, context.names)
+        self.reported: set[int] = set()
+
+    @classmethod
+    def might_match(cls, data: bytes, config: Config) -> bool:
+        return might_declare_jobs(data) and might_call_network(data)
+
+    def check(self) -> Iterator[Finding]:
+        for kind in job_kinds(self.context):
+            if kind.function is None:
+                continue
+            scope = self.context.names.scope_of(kind.function)
+            constructed = _constructions(kind.function)
+            for call in _calls_in(kind.function):
+                network = self.calls.classify(call, scope)
+                if network is not None:
+                    yield from self._judge(kind, network, scope, constructed)
+
+    def _judge(
+        self, kind: JobKind, network: NetworkCall, scope: Scope, constructed: dict[str, ast.Call]
+    ) -> Iterator[Finding]:
+        where: ast.AST = network.call
+        expression = network.timeout
+        label = network.api
+        default = DEFAULTS.get(network.library)
+        func = network.call.func
+        client_method = network.api not in CALLS and network.library not in SESSIONS_WITHOUT_TIMEOUT
+        if expression is None and client_method and isinstance(func, ast.Attribute):
+            # A client's method without its own timeout runs under the client's.
+            client = self._construction(func.value, scope, constructed)
+            if client is None:
+                return  # a client not known by construction: nothing to judge it by
+            if id(client) in self.reported:
+                return
+            where, label = client, ast.unparse(client.func)
+            expression = _client_timeout(client, network.library)
+        if expression is None and any(item.arg is None for item in network.call.keywords):
+            seconds: float | Unresolved | None = self.values.unresolved(network.call, "it may come from **kwargs")
+        elif expression is None:
+            seconds = default
+        else:
+            seconds = self._seconds(expression, scope)
+        if isinstance(seconds, Unresolved):
+            self.reported.add(id(where))
+            yield self.context.finding(where, UNRESOLVED, f"{label} timeout {seconds}")
+            return
+        job = kind.timeout
+        if seconds is None:
+            self.reported.add(id(where))
+            against = f" (job {kind.name!r} times out after {_shown(job)} s)" if job is not None else ""
+            yield self.context.finding(where, CODE, f"{label} without a timeout inside job {kind.name!r}{against}")
+        elif job is not None and seconds >= job:
+            self.reported.add(id(where))
+            yield self.context.finding(
+                where,
+                CODE,
+                f"{label} timeout {_shown(seconds)} s is not shorter than the {_shown(job)} s timeout "
+                f"of job {kind.name!r}",
+            )
+
+    def _construction(self, node: ast.expr, scope: Scope, constructed: dict[str, ast.Call]) -> ast.Call | None:
+        if isinstance(node, ast.Call):
+            return node
+        if isinstance(node, ast.Name):
+            if node.id in constructed:
+                return constructed[node.id]
+            located = self.values.definition(node, scope)
+            if not isinstance(located, Unresolved) and located.values is self.values:
+                found = located.node
+                if isinstance(found, ast.Call) and self.values.dotted(found.func) in CLIENTS:
+                    return found
+        return None
+
+    def _seconds(self, expression: ast.expr, scope: Scope) -> float | Unresolved | None:
+        """A timeout argument in seconds: a number, a (connect, read) pair (their sum), an httpx.Timeout
+        (its longest phase) or an aiohttp.ClientTimeout (its total)."""
+        if isinstance(expression, ast.Tuple):
+            total = 0.0
+            for element in expression.elts:
+                part = self.values.number(element, scope)
+                if isinstance(part, Unresolved) or part is None:
+                    return part
+                total += part
+            return total
+        if isinstance(expression, ast.Call):
+            called = self.values.dotted(expression.func, scope)
+            if called in HTTPX_TIMEOUTS:
+                given = [*expression.args[:1], *(item.value for item in expression.keywords)]
+                longest: float | None = None
+                for value in given:
+                    phase = self.values.number(value, scope)
+                    if isinstance(phase, Unresolved) or phase is None:
+                        return phase
+                    longest = phase if longest is None else max(longest, phase)
+                return longest
+            if called in AIOHTTP_TIMEOUTS:
+                given_total = keyword(expression, "total")
+                limit = given_total.value if given_total is not None else next(iter(expression.args), None)
+                return None if limit is None else self.values.number(limit, scope)
+        return self.values.number(expression, scope)
+
+
+def _client_timeout(client: ast.Call, library: str) -> ast.expr | None:
+    found = keyword(client, "timeout")
+    if found is not None:
+        return found.value
+    position = _CLIENT_TIMEOUT_POSITION.get(library)
+    if position is not None and len(client.args) > position:
+        return client.args[position]
+    return None
+
+
+def _constructions(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.Call]:
+    """Local names bound to a call in the function (`c = httpx.Client(...)`, `with ... as c`)."""
+    found: dict[str, ast.Call] = {}
+    for node in _nodes_in(function):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    found[target.id] = node.value
+        elif (
+            isinstance(node, ast.withitem)
+            and isinstance(node.context_expr, ast.Call)
+            and isinstance(node.optional_vars, ast.Name)
+        ):
+            found[node.optional_vars.id] = node.context_expr
+    return found
+
+
+def _nodes_in(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
+    """The nodes of the function's own body: nested functions, classes and lambdas run elsewhere."""
+    pending: list[ast.AST] = list(function.body)
+    while pending:
+        node = pending.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            pending.extend(ast.iter_child_nodes(node))
+
+
+def _calls_in(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Call]:
+    return sorted(
+        (node for node in _nodes_in(function) if isinstance(node, ast.Call)),
+        key=lambda call: (call.lineno, call.col_offset),
+    )
+
+
+def _shown(value: float | None) -> str:
+    if value is None:
+        return "?"
+    return str(int(value)) if value == int(value) else str(value)

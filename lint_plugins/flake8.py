@@ -1,0 +1,69 @@
+"""The flake8 front: `CorralChecker`, registered under flake8's `flake8.extension` entry point as `CRL`.
+
+A thin adapter over the engine. flake8 hands over the tree it already parsed and the file's lines; the
+engine's per-file rules judge them with the `[tool.corral]` settings `corral check` would use for that file,
+with the same project-relative path, so the editor shows what CI will. Whole-project checks
+(`engine.PROJECT_CHECKS`) need every file at once and are not run here.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import os
+import tokenize
+from collections.abc import Iterator
+from functools import cache
+
+from corral.gates.config import Config, ConfigError, load_config
+from corral.gates.engine import check_source, relative_path
+
+CONFIG_ERROR = "CRL000"
+
+Report = tuple[int, int, str, type]
+
+
+@cache
+def _config_for(directory: str) -> Config | ConfigError:
+    """The settings for files in `directory` (flake8 does not read pyproject.toml, so corral does)."""
+    try:
+        return load_config([directory])
+    except ConfigError as error:
+        return error
+
+
+def _source_bytes(lines: list[str]) -> bytes:
+    """The file's bytes back from flake8's decoded lines, for the engine's prefilter and decoding."""
+    text = "".join(lines)
+    if text.isascii():
+        return text.encode("ascii")
+    # The engine decodes by the coding declaration, as Python does: encode back into that encoding, or a
+    # cp1252 file's text re-encoded as UTF-8 could hold bytes cp1252 cannot decode.
+    head = "".join(lines[:2]).encode("utf-8", "surrogatepass")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(head).readline)
+        return text.encode(encoding)
+    except (SyntaxError, UnicodeError):
+        # flake8 fell back to reading the file as latin-1; the engine reads the declaration itself and
+        # reports what is wrong with it (CRL001), as `corral check` does.
+        return text.encode("utf-8", "surrogatepass")
+
+
+class CorralChecker:
+    """corral's per-file rules inside flake8; codes and messages are `corral check`'s."""
+
+    def __init__(self, tree: ast.Module, filename: str, lines: list[str]) -> None:
+        self.tree = tree
+        self.filename = filename
+        self.lines = lines
+
+    def run(self) -> Iterator[Report]:
+        path = os.path.realpath(self.filename)
+        config = _config_for(os.path.dirname(path))
+        if isinstance(config, ConfigError):
+            yield 1, 0, f"{CONFIG_ERROR} config error: {config}; corral cannot check this file", type(self)
+            return
+        result = check_source(relative_path(path, config.root), _source_bytes(self.lines), config, tree=self.tree)
+        for finding in result.findings:
+            # flake8 columns are 0-based; it adds the 1 back when it prints them.
+            yield finding.line, finding.col - 1, f"{finding.code} {finding.message}", type(self)

@@ -1,0 +1,158 @@
+"""CRL2 across modules, through the real command: fixture projects, the jobs report, the cache, `corral fix`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import run_corral
+from expectations import FIXTURES
+
+PROJECTS = FIXTURES / "crl2_projects"
+
+
+@pytest.fixture
+def copy(tmp_path: Path):
+    def make(name: str) -> Path:
+        target = tmp_path / name
+        shutil.copytree(PROJECTS / name, target)
+        return target
+
+    return make
+
+
+def finding_lines(stdout: str) -> list[str]:
+    return [line.split(" ", 2)[0] + " " + line.split(" ", 2)[1] for line in stdout.splitlines()[:-1]]
+
+
+def test_django_celery_reports_each_task_without_a_limit_once(copy) -> None:
+    root = copy("django_celery")
+    completed = run_corral("check", cwd=root)
+    assert completed.returncode == 1
+    assert finding_lines(completed.stdout) == ["mail/tasks.py:4:2: CRL202", "shop/tasks.py:6:2: CRL202"]
+    assert "the Celery app at proj/celeryconf.py:7 sets no task_time_limit" in completed.stdout
+
+
+def test_django_settings_limit_covers_every_shared_task_and_the_cache_notices(copy) -> None:
+    root = copy("django_celery")
+    assert run_corral("check", cwd=root).returncode == 1  # warms the cache
+    settings = root / "proj" / "settings.py"
+    settings.write_text(settings.read_text() + "CELERY_TASK_TIME_LIMIT = 5 * 60\n")
+    completed = run_corral("check", cwd=root)
+    assert completed.returncode == 0, completed.stdout
+    report = json.loads(run_corral("jobs", "--static", "--format", "json", cwd=root).stdout)["jobs"]
+    assert [(kind["kind"], kind["timeout"], kind["source"]) for kind in report] == [
+        ("send_receipt", 300.0, "app config"),
+        ("recalculate_prices", 300.0, "app config"),
+        ("export_catalogue", 120.0, "decorator"),
+    ]
+    # Unset again: the cached passing results depend on settings.py and must not be served.
+    settings.write_text(settings.read_text().replace("CELERY_TASK_TIME_LIMIT = 5 * 60\n", ""))
+    assert run_corral("check", cwd=root).returncode == 1
+
+
+def test_a_second_celery_app_without_a_limit_invalidates_cached_results(copy) -> None:
+    root = copy("django_celery")
+    settings = root / "proj" / "settings.py"
+    settings.write_text(settings.read_text() + "CELERY_TASK_TIME_LIMIT = 60\n")
+    assert run_corral("check", cwd=root).returncode == 0
+    (root / "proj" / "worker2.py").write_text("from celery import Celery\n\nother = Celery('other')\n")
+    completed = run_corral("check", cwd=root)
+    assert completed.returncode == 1
+    assert "the Celery app at proj/worker2.py:3 sets no task_time_limit" in completed.stdout
+
+
+def test_constants_and_queues_from_other_modules(copy) -> None:
+    root = copy("constants")
+    completed = run_corral("check", cwd=root)
+    assert finding_lines(completed.stdout) == ["app/jobs.py:20:2: CRL201", "src/svc/actors.py:15:2: CRL204"]
+    assert "src/svc/limits.py defines no module-level MISSING" in completed.stdout
+    # The queue's timeout lives in app/settings/base.py, two imports away: changing it changes the verdict.
+    base = root / "app" / "settings" / "base.py"
+    base.write_text(base.read_text().replace('"30"', '"0"'))
+    completed = run_corral("check", cwd=root)
+    assert "app/jobs.py:7:2: CRL201" in completed.stdout
+    queues = root / "app" / "queues.py"
+    queues.write_text(
+        queues.read_text().replace('Queue("fetch", max_workers=3)', 'Queue("fetch", max_workers=3, timeout=9)')
+    )
+    completed = run_corral("check", cwd=root)
+    assert "app/jobs.py:20:2" not in completed.stdout
+    # 10 s HTTP inside the 15 s webhook job passes; 20 s does not.
+    assert "CRL210" not in completed.stdout
+    settings = root / "app" / "settings" / "base.py"
+    settings.write_text(settings.read_text().replace("HTTP_TIMEOUT = 10", "HTTP_TIMEOUT = 20"))
+    completed = run_corral("check", cwd=root)
+    expected = "app/jobs.py:17:5: CRL210 requests.post timeout 20 s is not shorter than the 15 s timeout of job"
+    assert f"{expected} 'webhook.deliver'" in completed.stdout
+
+
+def test_jobs_static_lists_every_kind(copy) -> None:
+    root = copy("constants")
+    completed = run_corral("jobs", "--static", cwd=root)
+    assert completed.returncode == 0
+    lines = completed.stdout.splitlines()
+    assert lines[0].split() == ["WHERE", "FRAMEWORK", "KIND", "QUEUE", "TIMEOUT", "SOURCE"]
+    assert lines[1].split() == ["app/jobs.py:7", "corral", "corpus.index", "index", "30", "s", "queue"]
+    assert lines[4].split() == ["app/jobs.py:20", "corral", "jobs.fetch_source", "fetch", "none", "(CRL201)", "-"]
+    assert lines[-1] == "7 job kinds, 2 without a provable hard timeout."
+
+
+def test_check_json_has_the_jobs_section(copy) -> None:
+    root = copy("constants")
+    document = json.loads(run_corral("check", "--format", "json", cwd=root).stdout)
+    first = document["jobs"][0]
+    assert first == {
+        "path": "app/jobs.py",
+        "framework": "corral",
+        "kind": "corpus.index",
+        "queue": "index",
+        "timeout": 30.0,
+        "source": "queue",
+        "line": 7,
+        "function": "corpus_index",
+        "code": None,
+    }
+    assert len(document["jobs"]) == 7
+
+
+def test_strict_flag_and_config(project) -> None:
+    files = {"app/actors.py": "import dramatiq\n\n@dramatiq.actor\ndef crawl(url): ...\n"}
+    root = project(files)
+    assert run_corral("check", cwd=root).returncode == 0
+    completed = run_corral("check", "--strict", cwd=root)
+    assert completed.returncode == 1
+    assert "app/actors.py:3:2: CRL203 strict mode: declare time_limit explicitly" in completed.stdout
+    (root / "pyproject.toml").write_text("[tool.corral]\nstrict = true\n")
+    assert run_corral("check", cwd=root).returncode == 1
+
+
+def test_runtime_jobs_command_is_still_the_runtimes(project) -> None:
+    root = project({"a.py": "x = 1\n"})
+    completed = run_corral("jobs", "nosuchmodule:runtime", cwd=root)
+    assert completed.returncode != 0
+    assert "WHERE" not in completed.stdout
+
+
+def test_fix_adds_limits_preserving_formatting_and_is_idempotent(project) -> None:
+    before = (FIXTURES / "crl2_fix" / "before.py").read_text()
+    after = (FIXTURES / "crl2_fix" / "after.py").read_text()
+    root = project({"pyproject.toml": "[tool.corral]\n", "app/tasks.py": before})
+    completed = run_corral("fix", "--add-timeouts", "120", cwd=root)
+    assert completed.returncode == 0, completed.stderr
+    assert "app/tasks.py: 6 declarations given a limit" in completed.stdout
+    assert (root / "app" / "tasks.py").read_text() == after
+    assert run_corral("fix", "--add-timeouts", "120", cwd=root).stdout == "Fixed 0 files.\n"
+    assert (root / "app" / "tasks.py").read_text() == after
+    # What is left is the one declaration only its author can fix: **OPTIONS the gate cannot read.
+    completed = run_corral("check", cwd=root)
+    assert [line.split(" ")[1] for line in completed.stdout.splitlines()[:-1]] == ["CRL204"]
+
+
+def test_fix_rejects_a_bad_number(project) -> None:
+    root = project({"a.py": "x = 1\n"})
+    completed = run_corral("fix", "--add-timeouts", "-3", cwd=root)
+    assert completed.returncode == 2
+    assert "positive number of seconds" in completed.stderr

@@ -1,0 +1,138 @@
+"""The static evaluator (`corral.gates.values`), the API CRL2 and CRL3 share: numbers, names, modules."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+from corral.gates.config import Config
+from corral.gates.names import ModuleNames
+from corral.gates.registry import FileContext
+from corral.gates.values import Located, StaticValues, Unresolved
+
+
+def evaluator(source: str, root: Path = Path("/project"), relpath: str = "app/m.py") -> StaticValues:
+    text = textwrap.dedent(source)
+    tree = ast.parse(text)
+    context = FileContext(
+        relpath=relpath,
+        text=text,
+        tree=tree,
+        names=ModuleNames(tree, relpath[:-3].replace("/", ".")),
+        config=Config(root=root),
+        is_infra=False,
+        is_test=False,
+    )
+    return StaticValues.of(context)
+
+
+def value_of(source: str, expression: str, **where: object) -> object:
+    values = evaluator(source, **where)  # type: ignore[arg-type]
+    return values.number(ast.parse(expression, mode="eval").body)
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("30", 30.0),
+        ("-2.5", -2.5),
+        ("2 * 60 + 5", 125.0),
+        ("7 // 2", 3.0),
+        ("None", None),
+        ("int('20')", 20.0),
+        ("float(LIMIT) / 2", 15.0),
+        ("min(LIMIT, 10)", 10.0),
+        ("timedelta(minutes=2, seconds=3)", 123.0),
+        ("datetime.timedelta(1)", 86400.0),
+        ("DELTA.total_seconds()", 600.0),
+        ("int(os.environ.get('N', '20'))", 20.0),
+        ("float(os.getenv('N', default=1.5))", 1.5),
+        ("LIMIT * 2", 60.0),
+        ("Limits.HARD", 45.0),
+    ],
+)
+def test_numbers(expression: str, expected: float | None) -> None:
+    source = """
+    import os
+    import datetime
+    from datetime import timedelta
+    LIMIT = 30
+    DELTA = timedelta(minutes=10)
+    class Limits:
+        HARD = LIMIT + 15
+    """
+    assert value_of(source, expression) == expected
+
+
+@pytest.mark.parametrize(
+    ("expression", "reason"),
+    [
+        ("os.environ['N']", "reads the environment with no static default"),
+        ("os.getenv('N')", "reads the environment with no static default"),
+        ("TWICE", "TWICE is bound more than once (lines 3, 4)"),
+        ("compute()", "is a call the gate cannot evaluate"),
+        ("1 / 0", "has no finite value"),
+        ("float('inf')", "is not a finite number"),
+        ("'ten'", "'ten' is not a number"),
+        ("True", "True is not a number"),
+        ("settings.X", "settings.X is not defined in a module of this project"),
+        ("UNDEFINED", "app/m.py defines no module-level UNDEFINED"),
+    ],
+)
+def test_unresolved_values_say_why(expression: str, reason: str) -> None:
+    source = """
+    import os, settings
+    TWICE = 1
+    TWICE = 2
+    """
+    found = value_of(source, expression)
+    assert isinstance(found, Unresolved)
+    assert reason in found.reason
+    assert found.where.startswith("app/m.py:")
+
+
+def test_values_from_other_project_modules(tmp_path: Path) -> None:
+    (tmp_path / "src" / "svc").mkdir(parents=True)
+    (tmp_path / "src" / "svc" / "__init__.py").write_text("")
+    (tmp_path / "src" / "svc" / "config.py").write_text("from .base import *\nWORKERS = BASE * 2\n")
+    (tmp_path / "src" / "svc" / "base.py").write_text("BASE = 4\n")
+    (tmp_path / "settings.py").write_text("RELAY = 1\n")
+    source = """
+    import settings
+    from svc.config import WORKERS
+    from . import base
+    """
+    values = evaluator(source, root=tmp_path, relpath="src/svc/pool.py")
+    assert values.number(ast.parse("WORKERS + settings.RELAY", mode="eval").body) == 9.0
+    assert values.number(ast.parse("base.BASE", mode="eval").body) == 4.0
+    assert {"src/svc/config.py", "src/svc/base.py", "settings.py"} <= set(values.project.dependencies)
+    assert values.project.dependencies["svc/config.py"] == (0, -1, "")  # probed and missing: still a dependency
+
+
+def test_definition_follows_imports_to_the_declaring_module(tmp_path: Path) -> None:
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "queues.py").write_text(
+        "from corral.runtime import Queue\nindex = Queue('index', max_workers=4)\n"
+    )
+    values = evaluator("from app.queues import index\n", root=tmp_path, relpath="app/jobs.py")
+    located = values.definition(ast.parse("index", mode="eval").body)
+    assert isinstance(located, Located) and isinstance(located.node, ast.Call)
+    assert located.values.module.relpath == "app/queues.py"
+    assert located.values.dotted(located.node.func) == "corral.runtime.Queue"
+
+
+def test_import_cycles_do_not_hang(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("from b import X\n")
+    (tmp_path / "b.py").write_text("from a import X\n")
+    found = evaluator("from a import X\n", root=tmp_path, relpath="c.py").number(ast.parse("X", mode="eval").body)
+    assert isinstance(found, Unresolved)
+
+
+def test_local_names_are_not_constants() -> None:
+    values = evaluator("def f(limit):\n    return limit\n")
+    function = values.module.tree.body[0]
+    assert isinstance(function, ast.FunctionDef)
+    found = values.number(ast.parse("limit", mode="eval").body, values.module.names.scope_of(function))
+    assert isinstance(found, Unresolved) and "local name" in found.reason

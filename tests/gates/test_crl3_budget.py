@@ -1,0 +1,185 @@
+"""CRL3: the connection budget over small fixture projects, through the real `corral check`."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_corral
+
+SEED_QUEUES = """
+    from corral.runtime import Queue
+
+    index = Queue("index", max_workers=4, timeout=30)
+    notify = Queue("notify", max_workers=2, timeout=30)
+    webhook = Queue("webhook", max_workers={webhook}, timeout=15, per_key=1)
+    maintenance = Queue("maintenance", max_workers=1, timeout=600)
+    fetch = Queue("fetch", max_workers=3, timeout=60)
+"""
+SEED_RUNTIME = """
+    from corral.runtime import Runtime
+
+    from app.queues import fetch, index, maintenance, notify, webhook
+
+    runtime = Runtime(
+        queues=[index, notify, webhook, maintenance, fetch],
+        store="sqlite:///jobs.db",
+        max_conns=40,
+        relay=1,
+    )
+"""
+
+
+def seed_project(project, webhook: int, config: str = "") -> object:
+    return project(
+        {
+            "pyproject.toml": "[tool.corral]\n" + config,
+            "app/__init__.py": "",
+            "app/queues.py": SEED_QUEUES.format(webhook=webhook),
+            "app/runtime.py": SEED_RUNTIME,
+        }
+    )
+
+
+def test_seed_numbers_fit(project) -> None:
+    root = seed_project(project, webhook=8)
+    completed = run_corral("check", "--budget", cwd=root)
+    assert completed.returncode == 0, completed.stdout
+    assert (
+        "index 4 + notify 2 + webhook 8 + maintenance 1 + fetch 3 + relay 1 = 19 <= 20 (max_conns 40 x reserve 0.5)"
+        in completed.stdout
+    )
+
+
+def test_one_worker_too_many_is_reported_on_the_runtime_line_with_the_arithmetic(project) -> None:
+    root = seed_project(project, webhook=10)
+    completed = run_corral("check", cwd=root)
+    assert completed.returncode == 1
+    first = completed.stdout.splitlines()[0]
+    assert first.startswith("app/runtime.py:5:11: CRL301 ")
+    assert (
+        "index 4 + notify 2 + webhook 10 + maintenance 1 + fetch 3 + relay 1 = 21 > 20 (max_conns 40 x reserve 0.5)"
+        in first
+    )
+    # The budget table comes with a failing budget, unasked.
+    assert "budget of app/runtime.py:5: OVER" in completed.stdout
+
+
+def test_deployment_settings_from_config(project) -> None:
+    assert run_corral("check", cwd=seed_project(project, webhook=8, config="processes = 2\n")).returncode == 1
+    completed = run_corral("check", cwd=seed_project(project, webhook=30, config="max_conns = 100\n"))
+    assert completed.returncode == 0, completed.stdout
+    completed = run_corral("check", cwd=seed_project(project, webhook=8, config="reserve = 0.25\n"))
+    assert "= 19 > 10 (max_conns 40 x reserve 0.25)" in completed.stdout
+
+
+def test_values_resolve_across_modules(project) -> None:
+    root = project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "settings.py": """
+                import os
+
+                INDEX_WORKERS = 4
+                POOL = int(os.environ.get("DB_POOL", "20"))
+                RELAY = 1
+            """,
+            "svc/__init__.py": "",
+            "svc/limits.py": "from settings import INDEX_WORKERS\nWEBHOOK_WORKERS = INDEX_WORKERS * 2\n",
+            "svc/jobs.py": """
+                import settings
+                from corral.runtime import Queue, Runtime
+
+                from .limits import WEBHOOK_WORKERS
+
+                index = Queue("index", max_workers=settings.INDEX_WORKERS, timeout=30)
+                webhook = Queue("webhook", max_workers=WEBHOOK_WORKERS, timeout=15)
+                QUEUES = [index, webhook, Queue("mail", max_workers=1, timeout=5)]
+                runtime = Runtime(queues=QUEUES, store="sqlite://", max_conns=settings.POOL, relay=settings.RELAY)
+            """,
+        }
+    )
+    completed = run_corral("check", "--budget", cwd=root)
+    assert completed.returncode == 1, completed.stdout
+    assert "index 4 + webhook 8 + mail 1 + relay 1 = 14 > 10 (max_conns 20 x reserve 0.5)" in completed.stdout
+    assert completed.stdout.startswith("svc/jobs.py:9:11: CRL301 ")
+
+
+def test_each_runtime_sums_only_its_own_queues(project) -> None:
+    root = project(
+        {
+            "api/jobs.py": """
+                from corral.runtime import Queue, Runtime
+
+                fast = Queue("fast", max_workers=5, timeout=5)
+                runtime = Runtime(queues=[fast], store="sqlite://", max_conns=12)
+            """,
+            "crawler/jobs.py": """
+                from corral.runtime import Queue, Runtime
+
+                crawl = Queue("crawl", max_workers=6, timeout=60)
+                runtime = Runtime(queues=[crawl], store="sqlite://", max_conns=12)
+            """,
+        }
+    )
+    completed = run_corral("check", "--format", "json", cwd=root)
+    assert completed.returncode == 1
+    document = json.loads(completed.stdout)
+    assert [(f["path"], f["code"]) for f in document["findings"]] == [("crawler/jobs.py", "CRL301")]
+    budgets = {entry["path"]: entry for entry in document["budget"]}
+    assert budgets["api/jobs.py"]["ok"] is True
+    assert budgets["api/jobs.py"]["total"] == 6 and budgets["api/jobs.py"]["limit"] == 6
+    assert budgets["crawler/jobs.py"]["queues"] == [{"name": "crawl", "workers": 6}]
+    assert budgets["crawler/jobs.py"]["ok"] is False
+
+
+def test_unresolvable_values_are_findings_where_they_stand(project) -> None:
+    root = project(
+        {
+            "app/queues.py": """
+                import os
+                from corral.runtime import Queue
+
+                def workers():
+                    return 4
+
+                index = Queue("index", max_workers=workers(), timeout=30)
+                mail = Queue("mail", max_workers=int(os.environ["MAIL_WORKERS"]), timeout=30)
+            """,
+            "app/runtime.py": """
+                from corral.runtime import Runtime
+                from app.queues import index, mail
+
+                runtime = Runtime(queues=[index, mail], store="sqlite://")
+            """,
+            "app/dynamic.py": """
+                from corral.runtime import Runtime
+
+                def build(queues):
+                    return Runtime(queues=queues, store="sqlite://")
+            """,
+        }
+    )
+    completed = run_corral("check", cwd=root)
+    assert completed.returncode == 1
+    found = [
+        line.split(": ")[0] + " " + line.split(" ")[1] for line in completed.stdout.splitlines() if "CRL30" in line
+    ]
+    assert "app/queues.py:7:1 CRL302" in found
+    assert "app/queues.py:8:1 CRL302" in found
+    assert "app/dynamic.py:4:1 CRL302" in found
+    assert not any("CRL301" in line for line in found)
+
+
+def test_no_runtime_no_budget(project) -> None:
+    root = project({"app/x.py": "x = 1\n"})
+    completed = run_corral("check", "--budget", cwd=root)
+    assert completed.returncode == 0
+    assert "No corral Runtime(...) declared" in completed.stdout
+
+
+def test_the_arithmetic_the_runtime_boot_check_shares() -> None:
+    from corral.runtime.budget import compute_budget
+
+    budget = compute_budget([("index", 4), ("notify", 2), ("webhook", 10), ("maintenance", 1), ("fetch", 3)], 1, 40)
+    assert not budget.ok
+    assert budget.describe().endswith("= 21 > 20 (max_conns 40 x reserve 0.5)")

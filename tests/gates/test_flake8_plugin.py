@@ -1,0 +1,208 @@
+"""The flake8 front: the real `flake8` command with corral's plugin reports what `corral check` reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_corral
+from corral.gates.config import load_config
+from corral.gates.engine import check_paths
+from expectations import FIXTURES, expected_findings
+
+FLAKE8 = str(Path(sys.executable).parent / "flake8")
+# flake8 prints each finding as path, line, column, code and message, tab-separated.
+FORMAT = "%(path)s\t%(row)d\t%(col)d\t%(code)s\t%(text)s"
+SPAWNING = "import threading\nthreading.Thread(target=print).start()\n"
+
+Found = set[tuple[str, int, int, str, str]]
+
+
+def rule_fixture_dirs() -> list[Path]:
+    """Every tests/fixtures/*/ folder whose files carry `# error:` expectations (new rule families too)."""
+    return sorted(
+        folder
+        for folder in FIXTURES.iterdir()
+        if folder.is_dir() and any(expected_findings(_read(file)) for file in folder.rglob("*.py"))
+    )
+
+
+def _read(file: Path) -> str:
+    return file.read_text(encoding="utf-8", errors="replace")
+
+
+def run_flake8(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    # --isolated: no flake8 configuration file applies; --select CRL: no other plugin's codes.
+    return subprocess.run(
+        [FLAKE8, "--isolated", "--select", "CRL", "--format", FORMAT, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def flake8_findings(*args: str, cwd: Path, root: Path | None = None) -> Found:
+    completed = run_flake8(*args, cwd=cwd)
+    assert completed.returncode in (0, 1), completed.stderr
+    assert "Traceback" not in completed.stderr
+    found = set()
+    for line in completed.stdout.splitlines():
+        path, row, col, code, text = line.split("\t")
+        path = Path(cwd, path).resolve().relative_to(root or cwd.resolve()).as_posix()
+        found.add((path, int(row), int(col), code, text))
+    return found
+
+
+def corral_findings(*args: str, cwd: Path) -> Found:
+    """`corral check`'s findings, less those of whole-project checks (which flake8 does not run)."""
+    completed = run_corral("check", "--no-cache", "--format", "json", *args, cwd=cwd)
+    assert completed.returncode in (0, 1), completed.stderr
+    found = {
+        (f["path"], f["line"], f["col"], f["code"], f["message"]) for f in json.loads(completed.stdout)["findings"]
+    }
+    return found - project_level(list(args) or ["."], cwd)
+
+
+def project_level(paths: list[str], cwd: Path) -> Found:
+    """The findings of the whole-project checks on `paths`: those no single file's result holds."""
+    here = os.getcwd()
+    os.chdir(cwd)  # paths resolve, and the root is chosen, as for the command run in `cwd`
+    try:
+        result = check_paths(paths, load_config(paths), use_cache=False)
+    finally:
+        os.chdir(here)
+    per_file = {finding for file in result.results.values() for finding in file.findings}
+    return {tuple(finding) for finding in result.findings if finding not in per_file}
+
+
+def test_plugin_is_registered_with_flake8() -> None:
+    completed = subprocess.run([FLAKE8, "--version"], capture_output=True, text=True, check=True)
+    assert "corral:" in completed.stdout
+
+
+def test_every_rule_family_has_fixtures() -> None:
+    assert "crl1" in [folder.name for folder in rule_fixture_dirs()]
+
+
+@pytest.mark.parametrize("fixtures", rule_fixture_dirs(), ids=lambda folder: folder.name)
+def test_flake8_matches_corral_check_on_fixtures(fixtures: Path, tmp_path: Path) -> None:
+    # Under app/, not tests/: the default tests globs would exempt the fixtures.
+    shutil.copytree(fixtures, tmp_path / "app")
+    (tmp_path / "pyproject.toml").write_text("[tool.corral]\n")
+    from_flake8 = flake8_findings("app", cwd=tmp_path)
+    assert from_flake8 == corral_findings("app", cwd=tmp_path)
+    expected = set()
+    for file in fixtures.rglob("*.py"):
+        relpath = f"app/{file.relative_to(fixtures).as_posix()}"
+        expected |= {(relpath, line, code) for line, code in expected_findings(_read(file))}
+    project = {(path, line, code) for path, line, _, code, _ in project_level(["app"], tmp_path)}
+    assert {(path, line, code) for path, line, _, code, _ in from_flake8} == expected - project
+
+
+def test_config_globs_apply_as_in_ci_wherever_flake8_runs(project, tmp_path: Path) -> None:
+    root = project(
+        {
+            "svc/pyproject.toml": """
+                [tool.corral]
+                infra = ["platform/**"]
+                tests = ["checks/**"]
+                extend-spawners = ["gevent.spawn"]
+            """,
+            "svc/platform/pool.py": SPAWNING,
+            "svc/checks/check_pool.py": SPAWNING,
+            "svc/app/infra/x.py": SPAWNING,
+            "svc/app/g.py": "import gevent\ngevent.spawn(print)\n",
+            "svc/app/deep/er/x.py": SPAWNING,
+        }
+    )
+    service = root / "svc"
+    expected = corral_findings(cwd=service)
+    assert {(path, code) for path, _, _, code, _ in expected} == {
+        ("app/g.py", "CRL107"),
+        ("app/infra/x.py", "CRL101"),
+        ("app/deep/er/x.py", "CRL101"),
+    }
+    # An editor runs flake8 on one file at a time, from anywhere: the globs still apply from svc/.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    one_by_one: Found = set()
+    for file in sorted(service.rglob("*.py")):
+        one_by_one |= flake8_findings(str(file), cwd=elsewhere, root=service.resolve())
+    assert one_by_one == expected
+    assert flake8_findings(".", cwd=service) == expected
+    assert flake8_findings("svc", cwd=root, root=service.resolve()) == expected
+
+
+def test_without_config_paths_are_relative_to_where_flake8_runs(project) -> None:
+    root = project({"app/x.py": SPAWNING, "app/infra/y.py": SPAWNING, "tests/test_z.py": SPAWNING})
+    found = flake8_findings(".", cwd=root)
+    assert found == corral_findings(".", cwd=root)
+    assert {path for path, *_ in found} == {"app/x.py"}
+
+
+@pytest.mark.parametrize(
+    ("pyproject", "problem"),
+    [
+        ("[tool.corral]\ninfra_globs = ['x/**']\n", "unknown key 'infra_globs'"),
+        ("[tool.corral]\ninfra = 'x/**'\n", "'infra' must be a list of glob strings"),
+        ("[tool.corral\n", "invalid TOML"),
+    ],
+    ids=["unknown-key", "wrong-type", "invalid-toml"],
+)
+def test_config_error_is_one_crl000_finding_not_a_crash(project, pyproject: str, problem: str) -> None:
+    root = project({"pyproject.toml": pyproject, "app/x.py": SPAWNING, "app/y.py": "x = 1\n"})
+    completed = run_flake8("app/x.py", "app/y.py", cwd=root)
+    assert completed.returncode == 1
+    assert "Traceback" not in completed.stderr
+    lines = completed.stdout.splitlines()
+    assert [line.split("\t")[:4] for line in lines] == [
+        ["app/x.py", "1", "1", "CRL000"],
+        ["app/y.py", "1", "1", "CRL000"],
+    ]
+    assert all(problem in line and str(root / "pyproject.toml") in line for line in lines)
+    # `corral check` refuses the same configuration (exit 2, naming the problem).
+    checked = run_corral("check", cwd=root)
+    assert checked.returncode == 2
+    assert problem in checked.stderr
+
+
+def test_flake8_noqa_silences_the_editor_never_the_gate(project) -> None:
+    root = project(
+        {
+            "app/x.py": """
+                import threading
+                threading.Thread()  # noqa
+                threading.Timer(1, print)  # noqa: CRL101
+                threading.Thread(target=print)
+            """
+        }
+    )
+    assert {(line, code) for _, line, _, code, _ in flake8_findings(".", cwd=root)} == {(4, "CRL101")}
+    gate = corral_findings(".", cwd=root)
+    assert {(line, code) for _, line, _, code, _ in gate} == {(2, "CRL101"), (3, "CRL101"), (4, "CRL101")}
+    assert run_corral("check", cwd=root).returncode == 1
+
+
+@pytest.mark.parametrize("encoding", ["cp1252", "latin-1", "utf-8"])
+def test_declared_encodings_read_alike(tmp_path: Path, encoding: str) -> None:
+    # "Á" is b"\xc3\x81" in UTF-8, and cp1252 cannot decode b"\x81": the plugin must not hand the engine
+    # UTF-8 bytes for a file that declares another encoding.
+    source = f"# -*- coding: {encoding} -*-\nimport threading\nname = 'Á'\nthreading.Thread()\n"
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "x.py").write_bytes(source.encode(encoding))
+    found = flake8_findings(".", cwd=tmp_path)
+    assert found == corral_findings(".", cwd=tmp_path)
+    assert {(line, code) for _, line, _, code, _ in found} == {(4, "CRL101")}
+
+
+def test_undecodable_file_is_crl001_in_both(tmp_path: Path) -> None:
+    (tmp_path / "x.py").write_bytes(b"# -*- coding: no-such-codec -*-\nimport threading\nthreading.Thread()\n")
+    found = flake8_findings(".", cwd=tmp_path)
+    assert found == corral_findings(".", cwd=tmp_path)
+    assert {code for *_, code, _ in found} == {"CRL001"}

@@ -1,0 +1,193 @@
+"""The CI formats (`github`, `sarif`, `markdown`, `junit`), `ci/gate` and the GitHub Actions example."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from conftest import run_corral
+from corral.gates.engine import CheckResult
+from corral.gates.findings import Finding
+from corral.gates.outputs import render_github, render_junit, render_markdown
+from corral.gates.rules import CODES
+
+REPO = Path(__file__).resolve().parents[2]
+SARIF_SCHEMA = json.loads((Path(__file__).parent / "sarif-schema-2.1.0.json").read_text())
+SPAWNING = "import threading\nthreading.Thread(target=print).start()\n"
+MESSAGE = "threading.Thread outside infra; enqueue a job or call an infra helper instead"
+# A path and message holding what each format must escape.
+AWKWARD = Finding("app/a,b:c%d_e.py", 3, 5, "CRL101", "100% <bad> | x_y *z* & `q`\r\nline two")
+
+
+def result_with(*findings: Finding) -> CheckResult:
+    return CheckResult(Path("/project"), 4, sorted(findings), {}, {})
+
+
+def test_github_workflow_commands(project) -> None:
+    root = project({"app/x.py": SPAWNING, "app/y.py": "x = 1\n"})
+    completed = run_corral("check", "--format", "github", cwd=root)
+    assert completed.returncode == 1
+    assert completed.stdout.splitlines() == [
+        f"::error file=app/x.py,line=2,col=1,title=CRL101::{MESSAGE}",
+        "Found 1 finding in 1 file (2 files checked).",
+    ]
+
+
+def test_github_escapes_data_and_properties() -> None:
+    (line, _) = render_github(result_with(AWKWARD)).splitlines()
+    assert line == (
+        "::error file=app/a%2Cb%3Ac%25d_e.py,line=3,col=5,title=CRL101::100%25 <bad> | x_y *z* & `q`%0D%0Aline two"
+    )
+
+
+def sarif_for(root: Path) -> dict:
+    completed = run_corral("check", "--format", "sarif", cwd=root)
+    document = json.loads(completed.stdout)
+    jsonschema.validators.validator_for(SARIF_SCHEMA)(SARIF_SCHEMA).validate(document)
+    return document
+
+
+def test_sarif_is_valid_2_1_0_with_a_rule_per_code(project) -> None:
+    root = project({"app/x.py": SPAWNING, "app/my dir/y.py": "import os\nos.fork()\n"})
+    (run,) = sarif_for(root)["runs"]
+    rules = run["tool"]["driver"]["rules"]
+    assert [rule["id"] for rule in rules] == sorted(CODES)
+    for rule in rules:
+        assert rule["shortDescription"]["text"] == CODES[rule["id"]]
+        assert CODES[rule["id"]] in rule["help"]["text"]
+    assert run["originalUriBaseIds"]["SRCROOT"]["uri"] == root.resolve().as_uri() + "/"
+    located = []
+    for result in run["results"]:
+        assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
+        (location,) = result["locations"]
+        physical = location["physicalLocation"]
+        assert physical["artifactLocation"]["uriBaseId"] == "SRCROOT"
+        region = physical["region"]
+        located.append(
+            (physical["artifactLocation"]["uri"], region["startLine"], region["startColumn"], result["ruleId"])
+        )
+    assert located == [("app/my%20dir/y.py", 2, 1, "CRL102"), ("app/x.py", 2, 1, "CRL101")]
+
+
+def test_sarif_for_a_clean_project_is_valid_and_empty(project) -> None:
+    (run,) = sarif_for(project({"app/x.py": "x = 1\n"}))["runs"]
+    assert run["results"] == []
+
+
+def test_markdown_summary(project) -> None:
+    root = project({"app/x.py": SPAWNING + "threading.Timer(1, print)\n", "app/y.py": "x = 1\n"})
+    completed = run_corral("check", "--format", "markdown", cwd=root)
+    assert completed.returncode == 1
+    lines = completed.stdout.splitlines()
+    assert lines[0] == "## corral"
+    assert "**2 findings** in 1 of 2 checked files." in lines
+    assert f"| `CRL101` | {CODES['CRL101']} | 2 |" in lines
+    assert f"| `CRL102` | {CODES['CRL102']} | 0 |" in lines
+    assert f"| app/x.py:2:1 | `CRL101` | {MESSAGE} |" in lines
+    clean = render_markdown(result_with())
+    assert "**All checks passed** (4 files checked)." in clean.splitlines()
+    assert "### Findings" not in clean
+
+
+def test_markdown_cells_cannot_break_the_table() -> None:
+    rows = [line for line in render_markdown(result_with(AWKWARD)).splitlines() if line.startswith("| app")]
+    assert rows == [
+        r"| app/a,b:c%d\_e.py:3:5 | `CRL101` | 100% \<bad\> \| x\_y \*z\* &amp; \`q\`  line two |",
+    ]
+
+
+def test_junit_has_a_case_per_rule_family(project) -> None:
+    root = project({"app/x.py": SPAWNING, "app/y.py": "import os\nos.fork()\n"})
+    completed = run_corral("check", "--format", "junit", cwd=root)
+    assert completed.returncode == 1
+    suites = ET.fromstring(completed.stdout)
+    (suite,) = suites
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    assert sorted(cases) == sorted({code[:4] for code in CODES})
+    assert suite.get("tests") == str(len(cases))
+    assert suite.get("failures") == suites.get("failures") == "1"
+    failure = cases["CRL1"].find("failure")
+    assert failure is not None
+    assert failure.get("message") == "2 findings"
+    assert failure.text is not None
+    assert failure.text.splitlines() == [
+        f"app/x.py:2:1: CRL101 {MESSAGE}",
+        f"app/y.py:2:1: CRL102 {MESSAGE.replace('threading.Thread', 'os.fork')}",
+    ]
+    assert all(case.find("failure") is None for name, case in cases.items() if name != "CRL1")
+
+
+def test_junit_is_valid_xml_whatever_the_text() -> None:
+    odd = AWKWARD._replace(message='bell \x07 escape \x1b <tag> & "quotes" ]]>')
+    suites = ET.fromstring(render_junit(result_with(odd)))
+    failure = suites.find("./testsuite/testcase[@name='CRL1']/failure")
+    assert failure is not None and failure.text is not None
+    assert 'bell \ufffd escape \ufffd <tag> & "quotes" ]]>' in failure.text
+
+
+def run_gate(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {key: value for key, value in os.environ.items() if not key.startswith(("GITHUB_", "CORRAL"))}
+    environment.update({"CORRAL": str(Path(sys.executable).parent / "corral"), **env})
+    return subprocess.run(
+        [str(REPO / "ci" / "gate"), *args], cwd=root, env=environment, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_ci_gate_on_github_actions_writes_summary_and_sarif(project, tmp_path: Path) -> None:
+    root = project({"app/x.py": SPAWNING})
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    completed = run_gate(
+        root,
+        GITHUB_ACTIONS="true",
+        GITHUB_STEP_SUMMARY=str(summary),
+        CORRAL_SARIF=str(tmp_path / "corral.sarif"),
+        CORRAL_JUNIT=str(tmp_path / "junit.xml"),
+    )
+    assert completed.returncode == 1, completed.stderr
+    assert completed.stdout.startswith("::error file=app/x.py,line=2,col=1,title=CRL101::")
+    assert summary.read_text().startswith("earlier step\n## corral\n")
+    sarif = json.loads((tmp_path / "corral.sarif").read_text())
+    jsonschema.validators.validator_for(SARIF_SCHEMA)(SARIF_SCHEMA).validate(sarif)
+    assert len(sarif["runs"][0]["results"]) == 1
+    assert ET.parse(tmp_path / "junit.xml").getroot().get("failures") == "1"
+
+
+def test_ci_gate_exit_codes_and_formats(project, tmp_path: Path) -> None:
+    clean = project({"app/x.py": "x = 1\n"})
+    completed = run_gate(clean)
+    assert (completed.returncode, completed.stdout) == (0, "All checks passed (1 file checked).\n")
+    assert json.loads(run_gate(clean, "json").stdout)["findings"] == []
+    assert run_gate(clean, "text", "app", CORRAL_FORMAT="json").stdout.startswith("All checks passed")
+    assert json.loads(run_gate(clean, CORRAL_FORMAT="json").stdout)["files"] == 1
+    # A report that cannot be written fails the gate even when the code is clean.
+    unwritable = run_gate(clean, CORRAL_SARIF=str(tmp_path / "missing" / "corral.sarif"))
+    assert unwritable.returncode == 2
+    assert "cannot write the sarif report" in unwritable.stderr
+    (clean / "pyproject.toml").write_text("[tool.corral]\nnope = 1\n")
+    broken = run_gate(clean, GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"))
+    assert broken.returncode == 2
+    assert "unknown key 'nope'" in broken.stderr
+
+
+def test_github_actions_example_runs_the_gate_and_uploads_sarif() -> None:
+    workflow = yaml.safe_load((REPO / "ci" / "github-actions-example.yml").read_text())
+    steps = workflow["jobs"]["gate"]["steps"]
+    (gate,) = [step for step in steps if step.get("run", "").startswith("ci/gate")]
+    (upload,) = [step for step in steps if step.get("uses", "").startswith("github/codeql-action/upload-sarif")]
+    assert upload["with"]["sarif_file"] == gate["env"]["CORRAL_SARIF"]
+    assert steps.index(upload) > steps.index(gate)
+    assert workflow["permissions"]["security-events"] == "write"
+
+
+@pytest.mark.parametrize("format_name", ["github", "sarif", "markdown", "junit"])
+def test_every_format_is_a_check_choice(project, format_name: str) -> None:
+    completed = run_corral("check", "--format", format_name, cwd=project({"a.py": "x = 1\n"}))
+    assert completed.returncode == 0, completed.stderr

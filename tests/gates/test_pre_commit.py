@@ -1,0 +1,120 @@
+"""The pre-commit hooks, through the real `pre-commit try-repo` on a copy of this working tree.
+
+pre-commit clones a repository's HEAD commit and pip-installs it into a hook environment (from PyPI for
+the dependencies): the copy is committed as it is now, uncommitted and new files included.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import run_corral
+
+REPO = Path(__file__).resolve().parents[2]
+PRE_COMMIT = str(Path(sys.executable).parent / "pre-commit")
+SPAWNING = "import threading\n\nthreading.Thread(target=print).start()\n"
+
+
+def git(*args: str, cwd: Path, env: dict[str, str]) -> None:
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+
+
+def working_tree_copy(destination: Path, env: dict[str, str]) -> Path:
+    """This working tree's files (tracked, and untracked but not ignored) committed in a new repository."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = REPO / name
+        if source.is_file():  # a tracked file deleted from the working tree is not part of it
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / name)
+    git("init", "-q", cwd=destination, env=env)
+    git("add", "-A", cwd=destination, env=env)
+    git("commit", "-q", "-m", "working tree", cwd=destination, env=env)
+    return destination
+
+
+@pytest.fixture(scope="module")
+def hooks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    base = tmp_path_factory.mktemp("pre-commit")
+    env = {
+        **os.environ,
+        "PRE_COMMIT_HOME": str(base / "home"),
+        **{
+            f"GIT_{who}_{what}": value
+            for who in ("AUTHOR", "COMMITTER")
+            for what, value in (("NAME", "t"), ("EMAIL", "t@t"))
+        },
+    }
+    (base / "corral").mkdir()
+    return working_tree_copy(base / "corral", env), env
+
+
+def try_repo(repo: Path, hook: str, project: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PRE_COMMIT, "try-repo", str(repo), hook, "--color", "never"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+
+
+def test_hooks_file_declares_the_two_hooks() -> None:
+    hooks = {hook["id"]: hook for hook in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
+    assert hooks["corral"]["entry"] == hooks["corral-gate"]["entry"] == "corral check"
+    assert hooks["corral"]["types_or"] == ["python", "pyi"]
+    assert hooks["corral-gate"]["pass_filenames"] is False
+    assert hooks["corral-gate"]["always_run"] is True
+
+
+@pytest.mark.timeout(600)
+def test_hooks_fail_on_a_violation_and_pass_once_fixed(hooks: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    repo, env = hooks
+    project = tmp_path / "project"
+    (project / "app").mkdir(parents=True)
+    (project / "app" / "jobs.py").write_text(SPAWNING)
+    # Named alone by pre-commit, these are still judged by their place: infra and tests are exempt.
+    (project / "app" / "infra").mkdir()
+    (project / "app" / "infra" / "pool.py").write_text(SPAWNING)
+    (project / "tests").mkdir()
+    (project / "tests" / "helpers.py").write_text(SPAWNING)
+    (project / "README.txt").write_text("not Python\n")
+    git("init", "-q", cwd=project, env=env)
+    git("add", "-A", cwd=project, env=env)
+
+    for hook in ("corral", "corral-gate"):
+        completed = try_repo(repo, hook, project, env)
+        assert completed.returncode == 1, completed.stdout + completed.stderr
+        assert "app/jobs.py:3:1: CRL101 threading.Thread outside infra" in completed.stdout
+        assert "Found 1 finding in 1 file" in completed.stdout
+
+    (project / "app" / "jobs.py").write_text("def enqueue(job):\n    return job\n")
+    git("add", "-A", cwd=project, env=env)
+    for hook in ("corral", "corral-gate"):
+        completed = try_repo(repo, hook, project, env)
+        assert completed.returncode == 0, completed.stdout + completed.stderr
+        assert "Passed" in completed.stdout
+
+
+def test_files_named_without_config_are_judged_by_their_place(tmp_path: Path) -> None:
+    for relpath in ("app/jobs.py", "app/infra/pool.py", "tests/helpers.py"):
+        (tmp_path / relpath).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relpath).write_text(SPAWNING)
+    # As the `corral` hook runs: from the repository's top, naming the staged files.
+    completed = run_corral("check", "app/infra/pool.py", "tests/helpers.py", "app/jobs.py", cwd=tmp_path)
+    assert completed.stdout.splitlines() == [
+        "app/jobs.py:3:1: CRL101 threading.Thread outside infra; enqueue a job or call an infra helper instead",
+        "Found 1 finding in 1 file (3 files checked).",
+    ]
