@@ -27,59 +27,59 @@ RUNTIME_DEFAULTS: dict[str, float] = {"relay": 1, "max_conns": 40}
 
 def budget_check(results: dict[str, FileResult], config: Config, reports: dict[str, Any]) -> list[Finding]:
     """CRL301/CRL302 for every runtime declared in the project, and the `budget` report section."""
-    from corral.runtime.budget import compute_budget
-
     findings: list[Finding] = []
     entries: list[dict[str, Any]] = []
-    for relpath, result in sorted(results.items()):
-        for fact in (result.facts or {}).get(FACT, ()):
-            where = f"{relpath}:{fact['line']}"
-            problems = list(fact["unresolved"])
-            queues = [(str(name), workers) for name, workers in fact["queues"]]
-            relay = RUNTIME_DEFAULTS["relay"] if fact["relay"] is None else fact["relay"]
-            max_conns = config.max_conns or (
-                RUNTIME_DEFAULTS["max_conns"] if fact["max_conns"] is None else fact["max_conns"]
-            )
-            reserve = config.reserve if fact["reserve"] is None else fact["reserve"]
-            for label, value in (*queues, ("relay", relay), ("max_conns", max_conns)):
-                minimum = 0 if label == "relay" else 1
-                if value != int(value) or value < minimum:
-                    problems.append(
-                        [relpath, fact["line"], f"{label} must be a whole number >= {minimum}, got {value:g}"]
-                    )
-            if not 0 < reserve <= 1:
-                problems.append([relpath, fact["line"], f"reserve must be in (0, 1], got {reserve:g}"])
-            for path, line, reason in problems:
-                message = f"{reason}; the connection budget of the runtime at {where} cannot be proven"
-                findings.append(Finding(path, line, 1, UNPROVEN, f"{message}: use literals or module-level constants"))
-            entry: dict[str, Any] = {"path": relpath, "line": fact["line"], "ok": None, "problems": len(problems)}
-            if not problems:
-                budget = compute_budget(
-                    [(name, int(workers)) for name, workers in queues],
-                    relay=int(relay),
-                    max_conns=int(max_conns),
-                    reserve=reserve,
-                    processes=config.processes,
-                )
-                entry.update(
-                    queues=[{"name": name, "workers": workers} for name, workers in budget.queues],
-                    relay=budget.relay,
-                    processes=budget.processes,
-                    max_conns=budget.max_conns,
-                    reserve=budget.reserve,
-                    total=budget.total,
-                    limit=budget.limit,
-                    ok=budget.ok,
-                    arithmetic=budget.describe(),
-                )
-                if not budget.ok:
-                    message = (
-                        f"workers could drain the database pool: {budget.describe()}; "
-                        "lower max_workers or raise max_conns"
-                    )
-                    findings.append(Finding(relpath, fact["line"], fact["col"], OVER_BUDGET, message))
-            entries.append(entry)
     reports[FACT] = entries
+    declared = [(relpath, fact) for relpath, result in results.items() for fact in (result.facts or {}).get(FACT, ())]
+    if not declared:
+        return findings
+    # Imported only for a project that declares a runtime: the package brings asyncio with it.
+    from corral.runtime.budget import compute_budget
+
+    for relpath, fact in sorted(declared, key=lambda item: (item[0], item[1]["line"])):
+        where = f"{relpath}:{fact['line']}"
+        problems = list(fact["unresolved"])
+        queues = [(str(name), workers) for name, workers in fact["queues"]]
+        relay = RUNTIME_DEFAULTS["relay"] if fact["relay"] is None else fact["relay"]
+        max_conns = config.max_conns or (
+            RUNTIME_DEFAULTS["max_conns"] if fact["max_conns"] is None else fact["max_conns"]
+        )
+        reserve = config.reserve if fact["reserve"] is None else fact["reserve"]
+        for label, value in (*queues, ("relay", relay), ("max_conns", max_conns)):
+            minimum = 0 if label == "relay" else 1
+            if value != int(value) or value < minimum:
+                problems.append([relpath, fact["line"], f"{label} must be a whole number >= {minimum}, got {value:g}"])
+        if not 0 < reserve <= 1:
+            problems.append([relpath, fact["line"], f"reserve must be in (0, 1], got {reserve:g}"])
+        for path, line, reason in problems:
+            message = f"{reason}; the connection budget of the runtime at {where} cannot be proven"
+            findings.append(Finding(path, line, 1, UNPROVEN, f"{message}: use literals or module-level constants"))
+        entry: dict[str, Any] = {"path": relpath, "line": fact["line"], "ok": None, "problems": len(problems)}
+        if not problems:
+            budget = compute_budget(
+                [(name, int(workers)) for name, workers in queues],
+                relay=int(relay),
+                max_conns=int(max_conns),
+                reserve=reserve,
+                processes=config.processes,
+            )
+            entry.update(
+                queues=[{"name": name, "workers": workers} for name, workers in budget.queues],
+                relay=budget.relay,
+                processes=budget.processes,
+                max_conns=budget.max_conns,
+                reserve=budget.reserve,
+                total=budget.total,
+                limit=budget.limit,
+                ok=budget.ok,
+                arithmetic=budget.describe(),
+            )
+            if not budget.ok:
+                message = (
+                    f"workers could drain the database pool: {budget.describe()}; lower max_workers or raise max_conns"
+                )
+                findings.append(Finding(relpath, fact["line"], fact["col"], OVER_BUDGET, message))
+        entries.append(entry)
     return findings
 
 

@@ -42,7 +42,7 @@ _ERROR_AT = re.compile(r"error at (\d+):(\d+)")
 # inputs nested ~1500 brackets deep or chaining ~5000 operators; its Python side already raises
 # RecursionError past a few hundred chained operators. A token scan bounds both before libcst runs.
 _MAX_BRACKET_DEPTH = 500  # valid Python never exceeds 200 (the tokenizer's limit)
-_MAX_CHAIN = 2000  # tokens in one comma-free run, counting enclosing brackets
+_MAX_CHAIN = 2000  # tokens in one run free of commas and line breaks, counting enclosing brackets
 _TOKEN = re.compile(
     r"(?P<skip>[ \t\f]+|\\\r?\n|#[^\r\n]*)"
     r"|(?P<newline>\r\n|\r|\n)"
@@ -88,28 +88,29 @@ def lower_source(source: str, filename: str) -> str:
 def _check_nesting(source: str) -> None:
     """Raise RecursionError for source nested deeper than libcst's parser survives.
 
-    Each bracket level keeps a count of the tokens since its last separator; their sum bounds the depth
-    of the tree libcst would build. Strings and comments are skipped, so brackets in them do not count.
+    Each bracket level keeps a count of the tokens since its last separator or line break; their sum
+    bounds the depth of the tree libcst would build. Strings and comments are skipped, so brackets in them
+    do not count. The string pattern cannot follow PEP 701 quotes nested in f-strings, and a bracket in such
+    a nested literal looks unbalanced; resetting at every line break keeps that error to one line, at the
+    price of not seeing operator chains that span thousands of lines.
     """
     counts = [0]
     total = 0
     for token in _TOKEN.finditer(source):
         kind = token.lastgroup
-        if kind == "open":
-            counts[-1] += 1
-            total += 1
-            counts.append(0)
-            if len(counts) > _MAX_BRACKET_DEPTH:
-                raise RecursionError(f"brackets nested more than {_MAX_BRACKET_DEPTH} deep")
-        elif kind == "close":
+        if kind == "close":
             if len(counts) > 1:
                 total -= counts.pop()
-        elif kind == "separator" or (kind == "newline" and len(counts) == 1):
+        elif kind in ("separator", "newline"):
             total -= counts[-1]
             counts[-1] = 0
-        elif kind in ("string", "other"):
+        elif kind in ("open", "string", "other"):
             counts[-1] += 1
             total += 1
+            if kind == "open":
+                counts.append(0)
+            if len(counts) > _MAX_BRACKET_DEPTH:
+                raise RecursionError(f"brackets nested more than {_MAX_BRACKET_DEPTH} deep")
             if total > _MAX_CHAIN:
                 raise RecursionError(f"more than {_MAX_CHAIN} tokens in one nested expression")
 

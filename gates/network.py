@@ -25,6 +25,7 @@ from functools import cached_property
 from typing import NamedTuple, TypeVar
 
 from corral.gates.names import ModuleNames, Scope, arguments_of
+from corral.gates.registry import per_content
 
 _T = TypeVar("_T")
 
@@ -126,10 +127,13 @@ CLIENTS: dict[str, ClientKind] = {
 # A name resolves to one of the APIs above only through an import naming its top-level module, where the
 # module's name is a whole word (and `http` is never followed by a colon, as it is in URLs), or through a
 # relative import, which resolves against the file's own package and may land anywhere.
-_NETWORK_MODULE = re.compile(rb"\b(?:requests|httpx|aiohttp|urllib3?|smtplib|socket)\b|\bhttp\b(?!:)")
-_RELATIVE_IMPORT = re.compile(rb"\bfrom(?:\s|\\)+\.")
+# No leading `\b`: a pattern that starts with a literal lets the regex engine skip ahead, and a match inside
+# a longer word only makes the prefilter let one more file through.
+_NETWORK_MODULE = re.compile(rb"(?:requests|httpx|aiohttp|urllib3?|smtplib|socket)\b|http\b(?!:)")
+_RELATIVE_IMPORT = re.compile(rb"from(?:\s|\\)+\.")
 
 
+@per_content
 def might_call_network(data: bytes) -> bool:
     """False only when no call in the file can resolve to a network API: a sound prefilter for rules."""
     return _NETWORK_MODULE.search(data) is not None or _RELATIVE_IMPORT.search(data) is not None

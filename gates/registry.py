@@ -10,10 +10,11 @@ inside type annotations or `if TYPE_CHECKING:` blocks, code that never runs.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Sequence
-from typing import ClassVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, ClassVar
 
 from corral.gates.config import Config
 from corral.gates.findings import Finding
@@ -89,6 +90,20 @@ class Rule:
 
     def check(self) -> Iterator[Finding]:
         raise NotImplementedError
+
+
+def per_content(predicate: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
+    """Remember a byte-level prefilter's answer for the file being checked, which several rules ask about:
+    every rule is handed the same `bytes` object, so identity is the key."""
+    last: list[Any] = [None, False]
+
+    @functools.wraps(predicate)
+    def remembered(data: bytes) -> bool:
+        if last[0] is not data:
+            last[0], last[1] = data, predicate(data)
+        return bool(last[1])
+
+    return remembered
 
 
 class ScopedVisitor(ast.NodeVisitor):

@@ -14,26 +14,59 @@ from typing import ClassVar
 from corral.gates.config import Config
 from corral.gates.findings import Finding
 from corral.gates.jobs import CELERY, CORRAL, OTHER, UNRESOLVED, job_kinds
-from corral.gates.registry import Rule
+from corral.gates.registry import Rule, per_content
 
 # Every job kind is declared by a decorator or call that names one of these: a method of a queue, app or
 # broker (`.job`, `.task`, ...), or a name whose import holds the word (`shared_task`, `actor`, ...). arq's
 # `func`/`cron` count only where the file imports arq; SAQ's and arq's worker settings name `functions`.
-_METHODS = re.compile(rb"\.[\s\\]*(?:job|periodic|task|periodic_task|db_task|db_periodic_task)\b")
-_WORDS = re.compile(rb"\bactor\b|[\"']functions[\"']|\b(?:functions|cron_jobs)\s*=")
+_METHOD_NAMES = re.compile(rb"(?:job|periodic|task|periodic_task|db_task|db_periodic_task)\b")
 TRIGGERS = (b"shared_task", b"rq.decorators", b"djhuey", b"CronJob")
 ARQ_WORDS = (b"func", b"cron")
 
 
+@per_content
 def might_declare_jobs(data: bytes) -> bool:
     """False only when no job kind can be declared in the file: the prefilter of every CRL2 rule."""
     return (
         any(trigger in data for trigger in TRIGGERS)
         # The regular expressions only run on files holding their words (most files hold none).
-        or ((b"job" in data or b"periodic" in data or b"task" in data) and _METHODS.search(data) is not None)
-        or ((b"actor" in data or b"functions" in data or b"cron_jobs" in data) and _WORDS.search(data) is not None)
+        or ((b"job" in data or b"periodic" in data or b"task" in data) and _names_a_method(data))
+        or ((b"actor" in data or b"functions" in data or b"cron_jobs" in data) and _names_a_setting(data))
         or (b"arq" in data and any(word in data for word in ARQ_WORDS))
     )
+
+
+def _names_a_setting(data: bytes) -> bool:
+    """`actor` as a whole word, `"functions"` as a key, or `functions =` / `cron_jobs: ... =` assigned
+    (found with `bytes.find`: a regular expression starting at a word boundary scans every position)."""
+    for word in (b"actor", b"functions", b"cron_jobs"):
+        position = data.find(word)
+        while position != -1:
+            end = position + len(word)
+            before, after = data[position - 1 : position], data[end : end + 1]
+            if not (before.isalnum() or before == b"_"):
+                rest = data[end : end + 40].lstrip(b" \t")
+                if word == b"actor" and not (after.isalnum() or after == b"_"):
+                    return True
+                if word != b"actor" and (
+                    rest[:1] == b":"
+                    or (rest[:1] == b"=" and rest[1:2] != b"=")
+                    or (before in b"'\"" and after == before)
+                ):
+                    return True
+            position = data.find(word, end)
+    return False
+
+
+def _names_a_method(data: bytes) -> bool:
+    """One of the method names right after a dot (`app.task`, also `app. task` or a line continuation)."""
+    for match in _METHOD_NAMES.finditer(data):
+        before = match.start() - 1
+        while before >= 0 and data[before] in b" \t\\\r\n":
+            before -= 1
+        if before >= 0 and data[before] == ord("."):
+            return True
+    return False
 
 
 class JobTimeouts(Rule):

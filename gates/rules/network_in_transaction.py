@@ -40,7 +40,7 @@ ADVICE = "make the call outside the transaction, after it commits"
 
 # Every scope names one of these as a whole word: an opener's attribute, Django's `atomic`, or the import
 # that binds an alias to it.
-_OPENER = re.compile(rb"\b(?:atomic|begin|begin_nested|transaction)\b")
+_OPENER = re.compile(rb"(?:atomic|begin|begin_nested|transaction)\b")
 
 LocalCallable = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 
