@@ -7,7 +7,7 @@ decorators and keyword values, so every rewrite keeps the text's line breaks, an
 UTF-8 width too, which leaves the columns `ast` reports where they were. What is rewritten, and when:
 
 - 3.11: `except*` becomes `except`; `*Ts` in subscripts and `*args: *Ts` lose the star.
-- 3.12: PEP 695 type parameter lists are blanked and `type X = v` becomes `X = v`; f-strings the running
+- 3.12: PEP 695 type parameter lists are blanked and `type X = v` becomes `(    X)= v`; f-strings the running
   `ast` rejects (PEP 701 quotes, backslashes, comments, line breaks) become tuples of their replacement
   field expressions, each expression left where it was.
 - 3.13: PEP 696 type parameter defaults are blanked (on 3.12, which keeps the parameters).
@@ -78,7 +78,9 @@ def lower_source(source: str, filename: str) -> str:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as error:
         raise _syntax_error(error, source, filename) from error
-    except cst.CSTValidationError as error:  # e.g. bytes concatenated with str, caught while building
+    except (cst.CSTValidationError, cst.CSTLogicError) as error:
+        # Raised while building nodes: bytes concatenated with str, and (libcst 1.9) any concatenation
+        # whose right-hand literal is a t-string.
         raise SyntaxError(str(error), (filename, None, None, None)) from error
     lowerer = _Lowerer(source)
     cst.MetadataWrapper(module, unsafe_skip_copy=True).visit(lowerer)
@@ -261,7 +263,10 @@ class _Lowerer(cst.CSTVisitor):
 
     def visit_TypeAlias(self, node: cst.TypeAlias) -> bool:
         if _VERSION < (3, 12):
-            self._retoken(self._start(node), self._end(node.name), node.name.value)
+            # `type X[T] = v` becomes `(    X   )= v`: a parenthesised target keeps the name in place.
+            start = self._start(node)
+            self._edits.append((start, start + len("type"), "(   "))
+            self._close_after(self._end(node.type_parameters or node.name))
         return True
 
     # 3.12 and 3.14: f-strings and t-strings (PEP 701, PEP 750) ----------------------------------------
@@ -331,13 +336,17 @@ class _Lowerer(cst.CSTVisitor):
         # PEP 758 still requires parentheses with `as`, so such a handler is left to fail.
         if _VERSION >= (3, 14) or node.name is not None or not isinstance(types, cst.Tuple) or types.lpar:
             return
-        start, end = self._start(types), self._end(types)
-        # Overwriting the blank before and after the tuple keeps the columns of what follows.
+        start = self._start(types)
+        # Overwriting the blank before the tuple keeps the columns of what follows.
         if start - 1 != star and self._source[start - 1] in " \t":
             self._edits.append((start - 1, start, "("))
         else:
             self._edits.append((start, start, "("))
-        self._edits.append((end, end + 1 if self._source[end] in " \t" else end, ")"))
+        self._close_after(self._end(types))
+
+    def _close_after(self, offset: int) -> None:
+        """Add a closing parenthesis at `offset`, over a blank there so that the rest of the line stays put."""
+        self._edits.append((offset, offset + 1 if self._source[offset] in " \t" else offset, ")"))
 
     # 3.15: lazy imports (PEP 810) and unpacking in comprehensions (PEP 798) ------------------------------
 
