@@ -1,7 +1,8 @@
-"""The ``corral worker`` and ``corral jobs`` commands: :func:`worker_main` and :func:`jobs_main`.
+"""The ``corral worker``, ``corral jobs`` and ``corral migrate`` commands: :func:`worker_main`,
+:func:`jobs_main` and :func:`migrate_main`.
 
 The ``corral`` entry point (in ``corral.gates``) dispatches to these; ``python -m
-corral.runtime.cli worker|jobs ...`` runs them directly.
+corral.runtime.cli worker|jobs|migrate ...`` runs them directly.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from corral.runtime.errors import CorralRuntimeError
 from corral.runtime.runtime import Runtime
 from corral.runtime.store import STATES
 
-__all__ = ["jobs_main", "load_runtime", "worker_main"]
+__all__ = ["jobs_main", "load_runtime", "migrate_main", "worker_main"]
 
 
 def load_runtime(target: str) -> Runtime:
@@ -129,10 +130,38 @@ def jobs_main(argv: list[str]) -> int:
     return 0
 
 
+async def _migrate(runtime: Runtime) -> list[int]:
+    try:
+        return await runtime.store.migrate()
+    finally:
+        await runtime.store.close()
+
+
+def migrate_main(argv: list[str]) -> int:
+    """``corral migrate MODULE:RUNTIME``: create or upgrade the store's schema (safe to run again,
+    and from several processes at once)."""
+    parser = argparse.ArgumentParser(prog="corral migrate", description="Create or upgrade the job store's schema.")
+    parser.add_argument(
+        "target", metavar="MODULE:RUNTIME", help="where the Runtime object lives, e.g. app.jobs:runtime"
+    )
+    args = parser.parse_args(argv)
+    try:
+        runtime = load_runtime(args.target)
+        applied = asyncio.run(_migrate(runtime))
+    except CorralRuntimeError as exc:
+        print(f"corral migrate: {exc}", file=sys.stderr)
+        return 2
+    if applied:
+        print(f"{runtime.store}: applied schema version(s) {', '.join(map(str, applied))}")
+    else:
+        print(f"{runtime.store}: schema up to date")
+    return 0
+
+
 def _dispatch(argv: list[str]) -> int:
-    commands = {"worker": worker_main, "jobs": jobs_main}
+    commands = {"worker": worker_main, "jobs": jobs_main, "migrate": migrate_main}
     if not argv or argv[0] not in commands:
-        print("usage: python -m corral.runtime.cli {worker,jobs} ...", file=sys.stderr)
+        print("usage: python -m corral.runtime.cli {worker,jobs,migrate} ...", file=sys.stderr)
         return 2
     return commands[argv[0]](argv[1:])
 

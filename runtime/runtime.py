@@ -9,7 +9,6 @@ threads are never created here directly: they come from :mod:`corral.runtime.inf
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import json
 import logging
@@ -36,7 +35,7 @@ from corral.runtime.errors import (
     StoreUnavailable,
     UnknownJobKind,
 )
-from corral.runtime.infra import cancel_detached, run_in_thread, spawn
+from corral.runtime.infra import cancel_detached, run_in_thread, spawn, wait_event
 from corral.runtime.names import check_name
 from corral.runtime.sqlite_store import SqliteStore
 from corral.runtime.store import (
@@ -69,12 +68,23 @@ def retry_delay(attempt: int, *, base: float, cap: float, rng: random.Random | N
     return step * (0.5 + (rng or random).random() / 2)
 
 
-def open_store(store: str | Store) -> Store:
-    """Turn a store URL (``sqlite:///path.db``) into a :class:`Store`; pass a Store through."""
+def open_store(store: str | Store, *, max_conns: int = 40) -> Store:
+    """Turn a store URL (``sqlite:///path.db``, ``postgresql://...``) into a :class:`Store`; pass a
+    Store through. A PostgreSQL URL gets a pool of ``max_conns`` connections."""
     if isinstance(store, str):
         if store.startswith("sqlite:"):
             return SqliteStore.from_url(store)
-        raise StoreUnavailable(f"unsupported store URL {store!r}: only sqlite:///... is available")
+        if store.startswith(("postgresql://", "postgres://")):
+            try:
+                from corral.runtime.postgres_store import PostgresStore
+            except ImportError as exc:
+                raise StoreUnavailable(
+                    f"the PostgreSQL store needs psycopg and psycopg-pool: pip install 'corral[postgres]' ({exc})"
+                ) from exc
+            return PostgresStore.from_url(store, max_size=max_conns)
+        raise StoreUnavailable(
+            f"unsupported store URL {store!r}: use sqlite:///path.db or postgresql://user@host/database"
+        )
     if not isinstance(store, Store):
         raise ConfigError(f"store must be a URL or a Store, got {type(store).__name__}")
     return store
@@ -159,6 +169,8 @@ class Runtime:
 
     ``max_conns``/``reserve``/``relay`` feed the boot check (:func:`corral.runtime.budget.compute_budget`):
     the workers of the queues this process runs plus ``relay`` must fit in ``max_conns * reserve``.
+    When the store draws from a connection pool, the pool's real ``max_size`` is ``max_conns``.
+    ``migrate=True`` creates or upgrades the store's schema at start (else ``corral migrate``).
     """
 
     def __init__(
@@ -180,6 +192,8 @@ class Runtime:
         retry_base: float = 1.0,
         retry_cap: float = 3600.0,
         keep_done: float = 7 * 86400.0,
+        notify_fallback: float = 1.0,
+        migrate: bool = False,
         worker_id: str | None = None,
     ) -> None:
         if isinstance(queues, Queue) or not all(isinstance(q, Queue) for q in queues):
@@ -210,11 +224,12 @@ class Runtime:
             ("retry_base", retry_base),
             ("retry_cap", retry_cap),
             ("keep_done", keep_done),
+            ("notify_fallback", notify_fallback),
         ):
             if not math.isfinite(seconds) or seconds < 0:
                 raise ConfigError(f"{label} must be a finite number of seconds >= 0, got {seconds!r}")
-        self.store: Store = open_store(store)
-        self.max_conns = max_conns
+        self.store: Store = open_store(store, max_conns=max_conns)
+        self.max_conns = self.store.pool_size or max_conns
         self.relay = relay
         self.reserve = reserve
         self.grace = grace
@@ -228,6 +243,8 @@ class Runtime:
         self.retry_base = retry_base
         self.retry_cap = retry_cap
         self.keep_done = keep_done
+        self.notify_fallback = notify_fallback
+        self.migrate = migrate
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.stats = RuntimeStats()
 
@@ -257,6 +274,10 @@ class Runtime:
 
         self._started = False
         self._stopped = False
+        # Loops end on cancellation *and* on these flags: on Python < 3.12 a cancellation racing a
+        # result inside asyncio.wait_for (used by psycopg_pool while a connection is handed over) is
+        # swallowed, and a loop that only relied on it would never end.
+        self._plumbing_stopped = False
         self._stopping = False  # soft stop: no more claims
         self._hard_stopping = False  # hard stop: running jobs are being cancelled
         self._workers: dict[str, _QueueWorker] = {}
@@ -269,6 +290,11 @@ class Runtime:
         self._waiter_counts: Counter[str] = Counter()
         self._notify_wake: asyncio.Event | None = None
         self._job_queues: OrderedDict[int, str] = OrderedDict()  # recent job id -> queue, for wait()
+        # True when the store pushes other processes' notices (PostgreSQL LISTEN): polling is then
+        # only the fallback, at each queue's `poll`.
+        self._pushed = self.store.watch(
+            on_jobs=self._on_jobs_notice, on_finished=self._on_finished_notice, on_events=self._on_events_notice
+        )
 
     # -- declarations ---------------------------------------------------------------------------
 
@@ -316,6 +342,8 @@ class Runtime:
                 f"refusing to start: workers plus relay exceed the connection budget: {budget.describe()}. "
                 "Lower max_workers or relay, or raise max_conns."
             )
+        if self.migrate:
+            await self.store.migrate()
         await self.store.open()
         self._started = True
         self._relay_wake = asyncio.Event()
@@ -360,6 +388,7 @@ class Runtime:
                     task.cancel()
                 await asyncio.wait(pending, timeout=10.0)
         # 5. plumbing: flush completions, then the rest
+        self._plumbing_stopped = True
         await self._cancel_all(self._plumbing)
         await cancel_detached()
         if self._completions is not None and self._completer is not None:
@@ -407,9 +436,12 @@ class Runtime:
                 ) from None
         raise JobArgumentError(f"{what} of job kind {kind.name!r} are not JSON")
 
-    async def enqueue(self, kind: str, /, *, key: str | None = None, delay: float | None = None, **args: Any) -> int:
+    async def enqueue(
+        self, kind: str, /, *, key: str | None = None, delay: float | None = None, conn: Any = None, **args: Any
+    ) -> int:
         """Store a job of ``kind`` with JSON ``args``; return its id. ``key`` groups jobs for ``per_key``;
-        ``delay`` (seconds) postpones the first run."""
+        ``delay`` (seconds) postpones the first run. ``conn`` (PostgreSQL: a ``psycopg.AsyncConnection``
+        inside the caller's transaction) makes the job exist if and only if that transaction commits."""
         job_kind = self._kinds.get(kind)
         if job_kind is None:
             raise UnknownJobKind(
@@ -434,14 +466,16 @@ class Runtime:
             max_attempts=job_kind.max_attempts,
             lease_seconds=job_kind.lease_seconds,
         )
-        (job_id,) = await self.store.enqueue([new])
-        self._remember(job_id, job_kind.queue)
+        (job_id,) = await self.store.enqueue([new], conn=conn)
+        if conn is None:  # a job in an uncommitted transaction may never exist: wait() asks the store
+            self._remember(job_id, job_kind.queue)
         if not delay:
             self._wake(job_kind.queue)
         return job_id
 
-    async def publish(self, topic: str, payload: Mapping[str, Any]) -> int:
-        """Write an event to the outbox; the relay turns it into one job per subscribed kind."""
+    async def publish(self, topic: str, payload: Mapping[str, Any], *, conn: Any = None) -> int:
+        """Write an event to the outbox; the relay turns it into one job per subscribed kind. ``conn`` as
+        for :meth:`enqueue`: the event exists if and only if the caller's transaction commits."""
         check_name("event topic", topic)
         if not isinstance(payload, Mapping):
             raise JobArgumentError(f"event payload must be a JSON object (a dict), got {type(payload).__name__}")
@@ -457,7 +491,7 @@ class Runtime:
             except (TypeError, ValueError) as exc:
                 raise JobArgumentError(f"payload of event {topic!r} is not JSON: {exc}") from None
         self._require_started()
-        event_id = await self.store.publish(topic, payload_json)
+        event_id = await self.store.publish(topic, payload_json, conn=conn)
         if self._relay_wake is not None:
             self._relay_wake.set()
         return event_id
@@ -476,6 +510,26 @@ class Runtime:
         worker = self._workers.get(queue)
         if worker is not None:
             worker.wake.set()
+
+    # -- notices pushed by the store (other processes' work) -------------------------------------
+
+    def _on_jobs_notice(self, queue: str | None) -> None:
+        if queue is not None:
+            self._wake(queue)
+            return
+        for name in self._workers:  # anything may have changed (the store reconnected)
+            self._wake(name)
+        self._on_events_notice()
+        if self._notify_wake is not None and self._waiters:
+            self._notify_wake.set()
+
+    def _on_finished_notice(self, job_ids: Sequence[int]) -> None:
+        if self._notify_wake is not None and any(job_id in self._waiters for job_id in job_ids):
+            self._notify_wake.set()
+
+    def _on_events_notice(self) -> None:
+        if self._relay_wake is not None:
+            self._relay_wake.set()
 
     # -- waiting --------------------------------------------------------------------------------
 
@@ -504,9 +558,9 @@ class Runtime:
         if self._notify_wake is not None:
             self._notify_wake.set()
         try:
-            return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
-            return JobStatus(job_id=job_id, state="pending", waited=True)
+            # asyncio.wait, not wait_for: a caller's cancellation must never turn into "pending"
+            await asyncio.wait([fut], timeout=timeout)
+            return fut.result() if fut.done() else JobStatus(job_id=job_id, state="pending", waited=True)
         finally:
             self._waiter_counts[queue] -= 1
             if fut in waiter.futures:
@@ -529,12 +583,14 @@ class Runtime:
                 fut.set_result(status)
 
     async def _notify_loop(self) -> None:
-        """The one shared notifier: one query per tick for every job somebody waits on."""
+        """The one shared notifier: one query for every job somebody waits on, per tick (polling) or per
+        completion notice that names a waited job (pushed, with a slow poll as the fallback)."""
         assert self._notify_wake is not None
-        while True:
+        while not self._plumbing_stopped:
             if not self._waiters:
                 self._notify_wake.clear()
                 await self._notify_wake.wait()
+            self._notify_wake.clear()  # before reading, so a notice arriving meanwhile is not lost
             try:
                 states = await self.store.job_states(list(self._waiters))
             except Exception:
@@ -543,7 +599,10 @@ class Runtime:
             for job_id, state in states.items():
                 if state.state in (DONE, FAILED):
                     self._resolve(job_id, state.state, state.result_json, state.error)
-            await asyncio.sleep(self.notify_interval)
+            if self._pushed:
+                await wait_event(self._notify_wake, self.notify_fallback)
+            else:
+                await asyncio.sleep(self.notify_interval)
 
     # -- inspection -----------------------------------------------------------------------------
 
@@ -563,6 +622,8 @@ class Runtime:
         queue = worker.queue
         # Adaptive polling, for jobs enqueued by other processes: right after finding work the
         # next look comes after hot_poll, then the interval doubles up to queue.poll when idle.
+        # When the store pushes notices of new jobs, polling is only the fallback: every queue.poll.
+        hot_poll = queue.poll if self._pushed else self.hot_poll
         idle_wait = queue.poll
         while not self._stopping:
             worker.wake.clear()  # before claiming, so a wake during the claim is not lost
@@ -578,17 +639,14 @@ class Runtime:
                     worker.running[job.id] = task
                     task.add_done_callback(functools.partial(self._job_done, worker, job.id))
                 if claimed:
-                    idle_wait = self.hot_poll
+                    idle_wait = hot_poll
                     if len(claimed) == free:
                         continue  # there may be more; the next pass waits only if every slot is busy
             if self._stopping:
                 break
             wait = queue.poll if free <= 0 else min(idle_wait, queue.poll)
-            try:
-                await asyncio.wait_for(worker.wake.wait(), wait)
-            except asyncio.TimeoutError:
-                if free > 0:
-                    idle_wait = min(idle_wait * 2, queue.poll)
+            if not await wait_event(worker.wake, wait) and free > 0:
+                idle_wait = min(idle_wait * 2, queue.poll)
 
     @staticmethod
     def _job_done(worker: _QueueWorker, job_id: int, _task: asyncio.Task[None]) -> None:
@@ -745,7 +803,7 @@ class Runtime:
     async def _relay_loop(self) -> None:
         """Move outbox rows into jobs, at most ``relay_batch`` per pass (one short transaction each)."""
         assert self._relay_wake is not None
-        while True:
+        while not self._stopped:
             self._relay_wake.clear()
             try:
                 moved = await self.store.relay(self._routes, limit=self.relay_batch)
@@ -759,13 +817,12 @@ class Runtime:
                 if moved.events >= self.relay_batch:
                     await asyncio.sleep(0)  # more rows wait: next pass at once, but let others run
                     continue
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._relay_wake.wait(), self.relay_interval)
+            await wait_event(self._relay_wake, self.relay_interval)
 
     async def _rescue_loop(self) -> None:
         """Make running jobs whose lease expired (their worker died) retryable; prune old done jobs."""
         passes = 0
-        while True:
+        while not self._plumbing_stopped:
             try:
                 rescued = await self.store.rescue_expired()
                 if rescued:
@@ -782,7 +839,7 @@ class Runtime:
 
     async def _periodic_loop(self) -> None:
         tick = min(1.0, min(spec.every for spec in self._periodic) / 2)
-        while True:
+        while not self._plumbing_stopped:
             try:
                 job_ids = await self.store.schedule_periodic(self._periodic)
                 if job_ids:

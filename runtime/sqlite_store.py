@@ -14,13 +14,14 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from corral.runtime.errors import StoreUnavailable
+from corral.runtime.errors import ConfigError, StoreUnavailable
 from corral.runtime.infra import StoreThread
 from corral.runtime.store import (
     DONE,
     FAILED,
+    RESCUE_ERROR_SQL,
     RETRYING,
     WAITING,
     ClaimedJob,
@@ -32,6 +33,10 @@ from corral.runtime.store import (
     QueueCounts,
     RelayPass,
     Route,
+    claimed_job,
+    failed_job,
+    queue_counts,
+    routed_jobs,
 )
 
 __all__ = ["SqliteStore"]
@@ -126,6 +131,24 @@ class SqliteStore:
     def __repr__(self) -> str:
         return f"SqliteStore(path={self.path!r})"
 
+    @property
+    def pool_size(self) -> int | None:
+        return None  # one connection, no pool: the boot check uses Runtime(max_conns=...)
+
+    def watch(
+        self,
+        *,
+        on_jobs: Callable[[str | None], None],
+        on_finished: Callable[[Sequence[int]], None],
+        on_events: Callable[[], None],
+    ) -> bool:
+        return False  # SQLite cannot push: other processes' work is found by polling
+
+    @staticmethod
+    def _no_foreign_conn(conn: Any) -> None:
+        if conn is not None:
+            raise ConfigError("conn=... (enqueue inside your own transaction) needs the PostgreSQL store")
+
     # -- plumbing -------------------------------------------------------------------------------
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -170,6 +193,11 @@ class SqliteStore:
             raise
         return conn
 
+    async def migrate(self) -> list[int]:
+        """The schema is created on open (``CREATE ... IF NOT EXISTS``); it has no versions yet."""
+        await self.open()
+        return []
+
     async def open(self) -> None:
         if self._conn is not None:
             return
@@ -188,7 +216,8 @@ class SqliteStore:
 
     # -- jobs -----------------------------------------------------------------------------------
 
-    async def enqueue(self, jobs: Sequence[NewJob]) -> list[int]:
+    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
+        self._no_foreign_conn(conn)
         now = self._clock()
 
         def insert(conn: sqlite3.Connection) -> list[int]:
@@ -239,21 +268,7 @@ class SqliteStore:
                     " RETURNING id, kind, args, key, attempt, max_attempts, claims, enqueued_at, run_at",
                     (worker_id, now, now, queue, now, limit),
                 ).fetchall()
-            jobs = [
-                ClaimedJob(
-                    id=row[0],
-                    queue=queue,
-                    kind=row[1],
-                    args_json=row[2],
-                    key=row[3],
-                    attempt=row[4],
-                    max_attempts=row[5],
-                    token=row[6],
-                    enqueued_at=row[7],
-                    run_at=row[8],
-                )
-                for row in rows
-            ]
+            jobs = [claimed_job(queue, row) for row in rows]
             jobs.sort(key=lambda job: (job.run_at, job.id))
             return jobs
 
@@ -325,8 +340,7 @@ class SqliteStore:
                     "UPDATE corral_jobs SET"
                     " state = CASE WHEN attempt >= max_attempts THEN ? ELSE ? END,"
                     " finished_at = CASE WHEN attempt >= max_attempts THEN ? ELSE NULL END,"
-                    " run_at = ?, last_error = 'lease expired: the worker ' || COALESCE(worker_id, '?')"
-                    " || ' was lost while running attempt ' || attempt, last_traceback = NULL,"
+                    f" run_at = ?, last_error = {RESCUE_ERROR_SQL}, last_traceback = NULL,"
                     " lease_until = NULL, worker_id = NULL"
                     " WHERE state = 'running' AND lease_until < ?",
                     (FAILED, RETRYING, now, now, now),
@@ -366,7 +380,9 @@ class SqliteStore:
 
     # -- events ---------------------------------------------------------------------------------
 
-    async def publish(self, topic: str, payload_json: str) -> int:
+    async def publish(self, topic: str, payload_json: str, *, conn: Any = None) -> int:
+        self._no_foreign_conn(conn)
+
         def publish(conn: sqlite3.Connection) -> int:
             with self._write(conn):
                 cur = conn.execute(
@@ -387,23 +403,23 @@ class SqliteStore:
                 rows = conn.execute(
                     "SELECT id, topic, payload FROM corral_events ORDER BY id LIMIT ?", (limit,)
                 ).fetchall()
-                for event_id, topic, payload in rows:
-                    for route in routes.get(topic, ()):
-                        cur = conn.execute(
-                            _INSERT_JOB.replace("INSERT", "INSERT OR IGNORE", 1),
-                            (
-                                route.queue,
-                                route.kind,
-                                payload,
-                                None,
-                                route.max_attempts,
-                                route.lease_seconds,
-                                now,
-                                now,
-                                event_id,
-                            ),
-                        )
-                        created += cur.rowcount
+                for job in routed_jobs(rows, routes):
+                    route = job.route
+                    cur = conn.execute(
+                        _INSERT_JOB.replace("INSERT", "INSERT OR IGNORE", 1),
+                        (
+                            route.queue,
+                            route.kind,
+                            job.payload_json,
+                            None,
+                            route.max_attempts,
+                            route.lease_seconds,
+                            now,
+                            now,
+                            job.event_id,
+                        ),
+                    )
+                    created += cur.rowcount
                 conn.executemany("DELETE FROM corral_events WHERE id = ?", [(row[0],) for row in rows])
             return RelayPass(events=len(rows), jobs=created)
 
@@ -444,12 +460,7 @@ class SqliteStore:
 
     async def counts(self) -> dict[str, QueueCounts]:
         def counts(conn: sqlite3.Connection) -> dict[str, QueueCounts]:
-            per_queue: dict[str, dict[str, int]] = {}
-            for queue, state, count in conn.execute(
-                "SELECT queue, state, COUNT(*) FROM corral_jobs GROUP BY queue, state"
-            ):
-                per_queue.setdefault(queue, {})[state] = count
-            return {queue: QueueCounts(**states) for queue, states in per_queue.items()}
+            return queue_counts(conn.execute("SELECT queue, state, COUNT(*) FROM corral_jobs GROUP BY queue, state"))
 
         return await self._run(counts)
 
@@ -460,20 +471,7 @@ class SqliteStore:
                 " FROM corral_jobs WHERE state = 'failed' ORDER BY finished_at DESC, id DESC LIMIT ?",
                 (limit,),
             ).fetchall()
-            return [
-                FailedJob(
-                    id=r[0],
-                    queue=r[1],
-                    kind=r[2],
-                    args_json=r[3],
-                    attempt=r[4],
-                    max_attempts=r[5],
-                    error=r[6],
-                    traceback=r[7],
-                    finished_at=r[8],
-                )
-                for r in rows
-            ]
+            return [failed_job(row) for row in rows]
 
         return await self._run(failed)
 

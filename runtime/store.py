@@ -1,8 +1,10 @@
 """The storage interface: one small, async, claim-oriented :class:`Store` protocol and its records.
 
-The SQLite store (:mod:`corral.runtime.sqlite_store`) is the first implementation; a PostgreSQL
-store can implement the same protocol. Every method is one short transaction: no job code ever
-runs while a store transaction or connection is held.
+Two implementations: the embedded SQLite store (:mod:`corral.runtime.sqlite_store`) and the
+PostgreSQL store (:mod:`corral.runtime.postgres_store`). Every method is one short transaction: no
+job code ever runs while a store transaction or connection is held. This module also owns what
+both stores share beyond the protocol: turning selected rows into records, routing relayed events
+to jobs, and the text a rescued job's error carries.
 
 Job states: ``waiting`` (new, snoozed or released), ``running`` (claimed, under a lease),
 ``retrying`` (failed or rescued, runnable again at ``run_at``), ``done`` and ``failed`` (final).
@@ -10,13 +12,14 @@ Job states: ``waiting`` (new, snoozed or released), ``running`` (claimed, under 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "DONE",
     "FAILED",
+    "RESCUE_ERROR_SQL",
     "RETRYING",
     "RUNNING",
     "STATES",
@@ -30,7 +33,12 @@ __all__ = [
     "QueueCounts",
     "RelayPass",
     "Route",
+    "RoutedJob",
     "Store",
+    "claimed_job",
+    "failed_job",
+    "queue_counts",
+    "routed_jobs",
 ]
 
 WAITING = "waiting"
@@ -139,13 +147,34 @@ class JobState:
 class Store(Protocol):
     """Durable job storage shared by every process of a service."""
 
+    @property
+    def pool_size(self) -> int | None:
+        """The ``max_size`` of the connection pool the store draws from, or None when it has none.
+        The boot check uses it instead of ``Runtime(max_conns=...)``."""
+
+    def watch(
+        self,
+        *,
+        on_jobs: Callable[[str | None], None],
+        on_finished: Callable[[Sequence[int]], None],
+        on_events: Callable[[], None],
+    ) -> bool:
+        """Register (before :meth:`open`) what to call when another process enqueued runnable jobs of a
+        queue (``None``: anything may have changed, e.g. after a reconnect), finished jobs, or
+        published events. Return True when the store will push such notices (polling is then only a
+        fallback), False when it cannot (callers poll)."""
+
+    async def migrate(self) -> list[int]:
+        """Create or upgrade the schema (connecting if needed); return the schema versions applied."""
+
     async def open(self) -> None:
-        """Connect and create the schema if needed; raise ``StoreUnavailable`` when impossible."""
+        """Connect and check the schema; raise ``StoreUnavailable`` when impossible."""
 
     async def close(self) -> None: ...
 
-    async def enqueue(self, jobs: Sequence[NewJob]) -> list[int]:
-        """Insert jobs in one transaction; return their ids in order."""
+    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
+        """Insert jobs in one transaction; return their ids in order. With ``conn`` (a connection of
+        the application, inside its own transaction) the jobs exist if and only if it commits."""
 
     async def claim(self, queue: str, limit: int, worker_id: str) -> list[ClaimedJob]:
         """Atomically move up to ``limit`` runnable jobs of ``queue`` to running, under a lease;
@@ -171,8 +200,8 @@ class Store(Protocol):
 
     async def release_key_lease(self, queue: str, key: str, *, holder: int) -> None: ...
 
-    async def publish(self, topic: str, payload_json: str) -> int:
-        """Write an outbox row; return its id."""
+    async def publish(self, topic: str, payload_json: str, *, conn: Any = None) -> int:
+        """Write an outbox row; return its id. ``conn`` as for :meth:`enqueue`."""
 
     async def relay(self, routes: Mapping[str, Sequence[Route]], *, limit: int) -> RelayPass:
         """Move at most ``limit`` outbox rows into jobs, in one transaction, each row exactly once."""
@@ -188,3 +217,69 @@ class Store(Protocol):
 
     async def prune_done(self, *, older_than: float) -> int:
         """Delete done jobs finished more than ``older_than`` seconds ago."""
+
+
+# -- shared by both stores ---------------------------------------------------------------------------
+
+# The error a rescued job carries (an SQL expression over the row; valid in SQLite and PostgreSQL).
+RESCUE_ERROR_SQL = (
+    "'lease expired: the worker ' || COALESCE(worker_id, '?') || ' was lost while running attempt ' || attempt"
+)
+
+
+def claimed_job(queue: str, row: Sequence[Any]) -> ClaimedJob:
+    """A claimed row: ``id, kind, args, key, attempt, max_attempts, claims, enqueued_at, run_at``."""
+    return ClaimedJob(
+        id=row[0],
+        queue=queue,
+        kind=row[1],
+        args_json=row[2],
+        key=row[3],
+        attempt=row[4],
+        max_attempts=row[5],
+        token=row[6],
+        enqueued_at=row[7],
+        run_at=row[8],
+    )
+
+
+def failed_job(row: Sequence[Any]) -> FailedJob:
+    """A failed row: ``id, queue, kind, args, attempt, max_attempts, last_error, last_traceback, finished_at``."""
+    return FailedJob(
+        id=row[0],
+        queue=row[1],
+        kind=row[2],
+        args_json=row[3],
+        attempt=row[4],
+        max_attempts=row[5],
+        error=row[6],
+        traceback=row[7],
+        finished_at=row[8],
+    )
+
+
+def queue_counts(rows: Iterable[Sequence[Any]]) -> dict[str, QueueCounts]:
+    """Rows of ``queue, state, count`` into counts per queue."""
+    per_queue: dict[str, dict[str, int]] = {}
+    for queue, state, count in rows:
+        per_queue.setdefault(queue, {})[state] = int(count)
+    return {queue: QueueCounts(**states) for queue, states in per_queue.items()}
+
+
+@dataclass(frozen=True)
+class RoutedJob:
+    """A job the relay creates from an event: ``payload_json`` becomes its arguments."""
+
+    route: Route
+    payload_json: str
+    event_id: int
+
+
+def routed_jobs(events: Iterable[Sequence[Any]], routes: Mapping[str, Sequence[Route]]) -> list[RoutedJob]:
+    """Rows of ``id, topic, payload`` into one job per subscribed kind (events nobody subscribes to
+    produce none: the relay drops them, as the runtime warned at publish)."""
+    return [
+        RoutedJob(route=route, payload_json=payload, event_id=event_id)
+        for event_id, topic, payload in events
+        for route in routes.get(topic, ())
+    ]

@@ -13,8 +13,9 @@ from corral.runtime import JobContext, Queue, Runtime
 from standmeet.infra.http import post
 from standmeet.notes import NOTES, SEARCH_INDEX
 
-index = Queue("index", max_workers=4, timeout=30)
-notify = Queue("notify", max_workers=2, timeout=30)
+# Requests wait on index and notify jobs: those queues poll every 100 ms, the others every 1 s.
+index = Queue("index", max_workers=4, timeout=30, poll=0.1)
+notify = Queue("notify", max_workers=2, timeout=30, poll=0.1)
 webhook = Queue("webhook", max_workers=8, timeout=15, per_key=1)
 maintenance = Queue("maintenance", max_workers=1, timeout=600)
 fetch = Queue("fetch", max_workers=3)  # no queue timeout: every fetch kind declares its own

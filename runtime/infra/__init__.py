@@ -5,7 +5,7 @@ everywhere else, so every background task and thread the runtime owns is created
 function whose name says who owns it and how it ends.
 """
 
-from corral.runtime.infra.tasks import cancel_detached, detach, spawn
+from corral.runtime.infra.tasks import cancel_detached, detach, spawn, wait_event
 from corral.runtime.infra.threads import StoreThread, run_in_thread
 
-__all__ = ["StoreThread", "cancel_detached", "detach", "run_in_thread", "spawn"]
+__all__ = ["StoreThread", "cancel_detached", "detach", "run_in_thread", "spawn", "wait_event"]

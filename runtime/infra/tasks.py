@@ -15,7 +15,7 @@ from typing import Any, TypeAlias, TypeVar
 
 from corral.runtime.infra.threads import run_in_thread
 
-__all__ = ["cancel_detached", "detach", "spawn"]
+__all__ = ["cancel_detached", "detach", "spawn", "wait_event"]
 
 T = TypeVar("T")
 log = logging.getLogger("corral.runtime")
@@ -28,6 +28,23 @@ _detached: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, set[asyncio.Task
 def spawn(coro: Coroutine[Any, Any, T], *, name: str) -> asyncio.Task[T]:
     """Start ``coro`` as a task; the caller keeps the handle and must await or cancel it."""
     return asyncio.get_running_loop().create_task(coro, name=name)
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for ``event``; return whether it is set.
+
+    Not ``asyncio.wait_for``: before Python 3.12 it can turn a cancellation that races its timeout
+    into ``TimeoutError``, and a loop that reads TimeoutError as "nothing happened" then never stops
+    (seen as a hung ``Runtime.stop()``). ``asyncio.wait`` lets the cancellation through.
+    """
+    if event.is_set():
+        return True
+    waiter = asyncio.get_running_loop().create_task(event.wait())
+    try:
+        await asyncio.wait([waiter], timeout=timeout)
+    finally:
+        waiter.cancel()
+    return event.is_set()
 
 
 async def _absorb(work: Awaitable[Any], name: str) -> None:

@@ -1,7 +1,12 @@
-"""Fixtures for the runtime tests: how to invoke the CLI and spawn worker processes.
+"""Fixtures for the runtime tests: the store each test runs against, the CLI, and a real PostgreSQL.
 
-``CLI`` is the one place that says how ``corral worker``/``corral jobs`` are invoked: the real
-``corral`` command installed beside this interpreter.
+``db`` is parametrised over both stores, like a driver test suite: every test that takes it runs on
+a fresh SQLite file and on a fresh schema (its URL's ``search_path``) of a throwaway PostgreSQL
+server (``ci/pgserver.py``: initdb + pg_ctl on a Unix socket, started once per session on first use,
+stopped at the end). The server binaries are required, never skipped: CI installs them.
+
+``CLI`` is the one place that says how ``corral worker``/``corral jobs``/``corral migrate`` are
+invoked: the real ``corral`` command installed beside this interpreter.
 """
 
 from __future__ import annotations
@@ -9,10 +14,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "ci"))
+
+from pgserver import PgServer, PgServerError  # noqa: E402
+from runtime_helpers import Backend, PostgresBackend, SqliteBackend  # noqa: E402
 
 APPS = Path(__file__).parent / "apps"
 
@@ -20,15 +32,15 @@ CLI = [str(Path(sys.executable).parent / "corral")]
 
 
 class Cli:
-    """Runs the runtime's CLI against the test apps in ``apps/`` with ``CORRAL_TEST_DB`` set."""
+    """Runs the runtime's CLI against the test apps in ``apps/`` with ``CORRAL_TEST_STORE`` set."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: Backend) -> None:
         self.db = db
 
     def env(self, **extra: str) -> dict[str, str]:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(APPS), env.get("PYTHONPATH", "")])
-        env["CORRAL_TEST_DB"] = str(self.db)
+        env["CORRAL_TEST_STORE"] = self.db.url
         env.update(extra)
         return env
 
@@ -50,11 +62,37 @@ class Cli:
         subprocess.run([sys.executable, "-c", code], env=self.env(**extra), check=True, timeout=timeout)
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "jobs.db"
+TEST_DATABASE = "corral_test"
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    try:
+        server = PgServer().start()
+        server.create_database(TEST_DATABASE, unique=False)
+    except PgServerError as exc:
+        pytest.fail(f"cannot start the test PostgreSQL server: {exc}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture
-def cli(db: Path) -> Cli:
+def pg(pg_server: PgServer) -> PostgresBackend:
+    """A fresh, migrated schema (for the tests of what only a server gives); the server is thrown away
+    at the end of the session, and every schema with it."""
+    return PostgresBackend(pg_server.create_schema(TEST_DATABASE, "t"), server=pg_server)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "sqlite":
+        yield SqliteBackend(tmp_path / "jobs.db")
+    else:
+        yield request.getfixturevalue("pg")
+
+
+@pytest.fixture
+def cli(db: Backend) -> Cli:
     return Cli(db)

@@ -6,7 +6,6 @@ import asyncio
 import logging
 import random
 import signal
-import sqlite3
 import subprocess
 import threading
 import time
@@ -15,10 +14,10 @@ from typing import Any
 
 import pytest
 from corral.runtime import JobContext, Queue, detach
-from runtime_helpers import job_row, make_runtime, state_counts
+from runtime_helpers import Backend, make_runtime
 
 
-def test_stop_waits_for_short_jobs_and_releases_long_ones(tmp_path: Path) -> None:
+def test_stop_waits_for_short_jobs_and_releases_long_ones(db: Backend) -> None:
     queue = Queue("q", max_workers=4, timeout=30)
     finished: list[str] = []
     cancelled: list[str] = []
@@ -40,7 +39,6 @@ def test_stop_waits_for_short_jobs_and_releases_long_ones(tmp_path: Path) -> Non
     async def later(ctx: JobContext) -> None:
         finished.append("later")
 
-    db = tmp_path / "jobs.db"
     runtime = make_runtime(db, [queue])
 
     async def main() -> tuple[int, int, int]:
@@ -56,10 +54,10 @@ def test_stop_waits_for_short_jobs_and_releases_long_ones(tmp_path: Path) -> Non
 
     s, lg, lt = asyncio.run(main())
     assert finished == ["short"] and cancelled == ["long"]
-    assert job_row(db, s)["state"] == "done"
-    long_row = job_row(db, lg)
+    assert db.job_row(s)["state"] == "done"
+    long_row = db.job_row(lg)
     assert (long_row["state"], long_row["attempt"], long_row["worker_id"]) == ("waiting", 0, None)
-    assert job_row(db, lt)["state"] == "waiting"
+    assert db.job_row(lt)["state"] == "waiting"
 
     # a new runtime picks the released job up again, attempt 1 (the interrupted one was refunded)
     attempts: list[int] = []
@@ -90,28 +88,26 @@ def enqueue_snippet(kind: str, count: int, args: str = "") -> str:
     )
 
 
-def test_sigterm_stops_worker_gracefully_and_releases_jobs(cli: Any, db: Path, tmp_path: Path) -> None:
+def test_sigterm_stops_worker_gracefully_and_releases_jobs(cli: Any, db: Backend, tmp_path: Path) -> None:
     log = tmp_path / "log.txt"
     cli.python(enqueue_snippet("hang.forever", 3))
     worker = cli.start_worker("crashapp:runtime", CORRAL_TEST_LOG=str(log), CORRAL_TEST_GRACE="0.3")
     try:
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and state_counts(db).get("running", 0) < 2:
+        while time.monotonic() < deadline and db.state_counts().get("running", 0) < 2:
             time.sleep(0.05)
-        assert state_counts(db) == {"running": 2, "waiting": 1}  # hang has max_workers=2
+        assert db.state_counts() == {"running": 2, "waiting": 1}  # hang has max_workers=2
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=10) == 0
     finally:
         if worker.poll() is None:
             worker.kill()
-    assert state_counts(db) == {"waiting": 3}
-    conn = sqlite3.connect(db)
-    assert conn.execute("SELECT MAX(attempt) FROM corral_jobs").fetchone()[0] == 0  # no attempt spent
-    conn.close()
+    assert db.state_counts() == {"waiting": 3}
+    assert db.scalar("SELECT MAX(attempt) FROM corral_jobs") == 0  # no attempt spent
     assert log.read_text().count("started") == 2
 
 
-def test_crash_rescue_with_sigkilled_worker_processes(cli: Any, db: Path, tmp_path: Path) -> None:
+def test_crash_rescue_with_sigkilled_worker_processes(cli: Any, db: Backend, tmp_path: Path) -> None:
     log = tmp_path / "completions.txt"
     jobs = 200
     cli.python(enqueue_snippet("crash.step", jobs, ", n=n"))
@@ -122,7 +118,7 @@ def test_crash_rescue_with_sigkilled_worker_processes(cli: Any, db: Path, tmp_pa
     began = time.monotonic()
     try:
         while time.monotonic() - began < 50:
-            if state_counts(db).get("done", 0) == jobs:
+            if db.state_counts().get("done", 0) == jobs:
                 break
             if kills < 10:
                 time.sleep(rng.uniform(0.15, 0.6))
@@ -141,19 +137,16 @@ def test_crash_rescue_with_sigkilled_worker_processes(cli: Any, db: Path, tmp_pa
                 worker.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 worker.kill()
-    counts = state_counts(db)
+    counts = db.state_counts()
     assert counts == {"done": jobs}, counts  # none lost, none left running or failed
     completed = {int(line.split()[0]) for line in log.read_text().splitlines()}
     assert completed == set(range(jobs))  # every job's body ran to the end at least once
-    conn = sqlite3.connect(db)
-    rescued = conn.execute("SELECT COUNT(*) FROM corral_jobs WHERE last_error LIKE 'lease expired%'").fetchone()[0]
-    conn.close()
+    rescued = db.scalar("SELECT COUNT(*) FROM corral_jobs WHERE last_error LIKE 'lease expired%'")
     assert kills == 10
     assert rescued > 0  # some jobs really were interrupted mid-run and rescued
 
 
-def test_relay_moves_a_burst_in_small_passes_exactly_once(tmp_path: Path) -> None:
-    db = tmp_path / "jobs.db"
+def test_relay_moves_a_burst_in_small_passes_exactly_once(db: Backend) -> None:
     seen: list[int] = []
 
     def declare() -> Queue:
@@ -192,13 +185,11 @@ def test_relay_moves_a_burst_in_small_passes_exactly_once(tmp_path: Path) -> Non
     assert sum(passes) == 2000
     assert max(passes) <= 200 and len(passes) >= 10
     assert sorted(seen) == list(range(2000))  # each event became exactly one corpus.index job
-    conn = sqlite3.connect(db)
-    assert conn.execute("SELECT COUNT(*) FROM corral_events").fetchone()[0] == 0
-    assert conn.execute("SELECT COUNT(DISTINCT event_id) FROM corral_jobs").fetchone()[0] == 2000
-    conn.close()
+    assert db.scalar("SELECT COUNT(*) FROM corral_events") == 0
+    assert db.scalar("SELECT COUNT(DISTINCT event_id) FROM corral_jobs") == 2000
 
 
-def test_waiters_are_capped_per_queue(tmp_path: Path) -> None:
+def test_waiters_are_capped_per_queue(db: Backend) -> None:
     slow = Queue("slow", max_workers=1, timeout=30)
     other = Queue("other", max_workers=1, timeout=30)
 
@@ -210,7 +201,7 @@ def test_waiters_are_capped_per_queue(tmp_path: Path) -> None:
     async def quick(ctx: JobContext) -> int:
         return 1
 
-    runtime = make_runtime(tmp_path / "jobs.db", [slow, other], grace=0.1)
+    runtime = make_runtime(db, [slow, other], grace=0.1)
 
     async def main() -> None:
         async with runtime:
@@ -233,8 +224,7 @@ def test_waiters_are_capped_per_queue(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_wait_across_runtimes_uses_the_notifier(tmp_path: Path) -> None:
-    db = tmp_path / "jobs.db"
+def test_wait_across_runtimes_uses_the_notifier(db: Backend) -> None:
     queue = Queue("q", max_workers=1, timeout=5, poll=0.05)
 
     @queue.job("answer")
@@ -259,8 +249,7 @@ def test_wait_across_runtimes_uses_the_notifier(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_periodic_jobs_run_once_per_period_across_runtimes(tmp_path: Path) -> None:
-    db = tmp_path / "jobs.db"
+def test_periodic_jobs_run_once_per_period_across_runtimes(db: Backend) -> None:
     runs: list[float] = []
 
     def declare() -> Queue:
@@ -283,8 +272,8 @@ def test_periodic_jobs_run_once_per_period_across_runtimes(tmp_path: Path) -> No
     assert 3 <= len(runs) <= 6, runs  # ~1.45 / 0.3 + the run on start, never x3
 
 
-def test_detach_absorbs_errors_and_stop_cancels(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    runtime = make_runtime(tmp_path / "jobs.db", [])
+def test_detach_absorbs_errors_and_stop_cancels(db: Backend, caplog: pytest.LogCaptureFixture) -> None:
+    runtime = make_runtime(db, [])
     events: list[str] = []
 
     async def boom() -> None:
@@ -316,7 +305,7 @@ def test_detach_absorbs_errors_and_stop_cancels(tmp_path: Path, caplog: pytest.L
     assert events == ["sync ran", "cancelled"]
 
 
-def test_jobs_cli_counts_and_failed(cli: Any, db: Path) -> None:
+def test_jobs_cli_counts_and_failed(cli: Any, db: Backend) -> None:
     queue = Queue("work", max_workers=1, timeout=5)
 
     @queue.job("crash.step", max_attempts=1)
@@ -345,8 +334,7 @@ def test_jobs_cli_counts_and_failed(cli: Any, db: Path) -> None:
     assert bad.returncode == 2 and "MODULE:RUNTIME" in bad.stderr
 
 
-def test_hard_stop_releases_a_running_sync_job(tmp_path: Path) -> None:
-    db = tmp_path / "jobs.db"
+def test_hard_stop_releases_a_running_sync_job(db: Backend) -> None:
     queue = Queue("q", max_workers=1, timeout=30)
     entered = threading.Event()
 
@@ -367,5 +355,5 @@ def test_hard_stop_releases_a_running_sync_job(tmp_path: Path) -> None:
         return job_id
 
     job_id = asyncio.run(main())
-    row = job_row(db, job_id)
+    row = db.job_row(job_id)
     assert (row["state"], row["attempt"]) == ("waiting", 0)

@@ -6,15 +6,14 @@ import asyncio
 import random
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from corral.runtime import JobContext, Queue
 from corral.runtime.runtime import retry_delay
-from runtime_helpers import job_row, make_runtime
+from runtime_helpers import Backend, make_runtime
 
 
-def test_async_and_sync_jobs_return_json_results(tmp_path: Path) -> None:
+def test_async_and_sync_jobs_return_json_results(db: Backend) -> None:
     queue = Queue("q", max_workers=2, timeout=5)
 
     @queue.job("double")
@@ -26,7 +25,7 @@ def test_async_and_sync_jobs_return_json_results(tmp_path: Path) -> None:
         assert threading.current_thread() is not threading.main_thread()
         return text.upper()
 
-    runtime = make_runtime(tmp_path / "jobs.db", [queue])
+    runtime = make_runtime(db, [queue])
 
     async def main() -> None:
         async with runtime:
@@ -39,7 +38,7 @@ def test_async_and_sync_jobs_return_json_results(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_max_workers_bounds_concurrency(tmp_path: Path) -> None:
+def test_max_workers_bounds_concurrency(db: Backend) -> None:
     queue = Queue("q", max_workers=3, timeout=5)
     sync_queue = Queue("s", max_workers=2, timeout=5)
     peak = {"q": 0, "s": 0}
@@ -67,7 +66,7 @@ def test_max_workers_bounds_concurrency(tmp_path: Path) -> None:
         time.sleep(0.05)
         leave("s")
 
-    runtime = make_runtime(tmp_path / "jobs.db", [queue, sync_queue])
+    runtime = make_runtime(db, [queue, sync_queue])
 
     async def main() -> None:
         async with runtime:
@@ -80,7 +79,7 @@ def test_max_workers_bounds_concurrency(tmp_path: Path) -> None:
     assert peak == {"q": 3, "s": 2}
 
 
-def test_hanging_queue_cannot_delay_another(tmp_path: Path) -> None:
+def test_hanging_queue_cannot_delay_another(db: Backend) -> None:
     webhook = Queue("webhook", max_workers=8, timeout=30, per_key=1)
     index = Queue("index", max_workers=4, timeout=30)
     release = asyncio.Event()
@@ -93,7 +92,7 @@ def test_hanging_queue_cannot_delay_another(tmp_path: Path) -> None:
     async def corpus_index(ctx: JobContext, note_id: int) -> int:
         return note_id
 
-    runtime = make_runtime(tmp_path / "jobs.db", [webhook, index], grace=0.2)
+    runtime = make_runtime(db, [webhook, index], grace=0.2)
 
     async def main() -> None:
         async with runtime:
@@ -111,7 +110,7 @@ def test_hanging_queue_cannot_delay_another(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_async_timeout_is_a_retryable_failure_then_final(tmp_path: Path) -> None:
+def test_async_timeout_is_a_retryable_failure_then_final(db: Backend) -> None:
     queue = Queue("q", max_workers=1, timeout=0.1)
     attempts: list[int] = []
 
@@ -120,7 +119,6 @@ def test_async_timeout_is_a_retryable_failure_then_final(tmp_path: Path) -> None
         attempts.append(ctx.attempt)
         await asyncio.sleep(10)
 
-    db = tmp_path / "jobs.db"
     runtime = make_runtime(db, [queue])
 
     async def main() -> int:
@@ -133,11 +131,11 @@ def test_async_timeout_is_a_retryable_failure_then_final(tmp_path: Path) -> None
 
     job_id = asyncio.run(main())
     assert attempts == [1, 2, 3]
-    row = job_row(db, job_id)
+    row = db.job_row(job_id)
     assert (row["state"], row["attempt"]) == ("failed", 3)
 
 
-def test_sync_timeout_is_recorded_and_slot_held_until_thread_returns(tmp_path: Path) -> None:
+def test_sync_timeout_is_recorded_and_slot_held_until_thread_returns(db: Backend) -> None:
     queue = Queue("q", max_workers=1, timeout=0.2)
     started: dict[str, float] = {}
     saw_stop = threading.Event()
@@ -155,7 +153,7 @@ def test_sync_timeout_is_recorded_and_slot_held_until_thread_returns(tmp_path: P
     async def after(ctx: JobContext) -> None:
         started["after"] = time.monotonic()
 
-    runtime = make_runtime(tmp_path / "jobs.db", [queue])
+    runtime = make_runtime(db, [queue])
 
     async def main() -> None:
         async with runtime:
@@ -174,7 +172,7 @@ def test_sync_timeout_is_recorded_and_slot_held_until_thread_returns(tmp_path: P
 
 
 @pytest.mark.parametrize("exc", [ValueError("bad value"), KeyboardInterrupt(), SystemExit(3), GeneratorExit()])
-def test_job_exceptions_are_recorded_and_never_fatal(tmp_path: Path, exc: BaseException) -> None:
+def test_job_exceptions_are_recorded_and_never_fatal(db: Backend, exc: BaseException) -> None:
     queue = Queue("q", max_workers=1, timeout=5)
 
     @queue.job("raises", max_attempts=1)
@@ -189,7 +187,6 @@ def test_job_exceptions_are_recorded_and_never_fatal(tmp_path: Path, exc: BaseEx
     async def fine(ctx: JobContext) -> str:
         return "ok"
 
-    db = tmp_path / "jobs.db"
     runtime = make_runtime(db, [queue])
 
     async def main() -> None:
@@ -201,7 +198,7 @@ def test_job_exceptions_are_recorded_and_never_fatal(tmp_path: Path, exc: BaseEx
                 status = await runtime.wait(job_id, timeout=3)
                 assert status.state == "failed"
                 assert (status.error or "").startswith(type(exc).__name__)
-                assert type(exc).__name__ in job_row(db, job_id)["last_traceback"]
+                assert type(exc).__name__ in db.job_row(job_id)["last_traceback"]
             assert (await runtime.wait(good, timeout=3)).result == "ok"
             failed = await runtime.failed_jobs()
             assert {f.id for f in failed} == {bad, bad_sync}
@@ -209,7 +206,7 @@ def test_job_exceptions_are_recorded_and_never_fatal(tmp_path: Path, exc: BaseEx
     asyncio.run(main())
 
 
-def test_retries_until_success_then_result(tmp_path: Path) -> None:
+def test_retries_until_success_then_result(db: Backend) -> None:
     queue = Queue("q", max_workers=1, timeout=5)
 
     @queue.job("flaky", max_attempts=5)
@@ -218,7 +215,7 @@ def test_retries_until_success_then_result(tmp_path: Path) -> None:
             raise RuntimeError(f"attempt {ctx.attempt} fails")
         return ctx.attempt
 
-    runtime = make_runtime(tmp_path / "jobs.db", [queue])
+    runtime = make_runtime(db, [queue])
 
     async def main() -> None:
         async with runtime:
@@ -239,9 +236,8 @@ def test_retry_delay_is_exponential_with_bounded_jitter() -> None:
     assert retry_delay(50, base=1.0, cap=60.0) <= 60.0
 
 
-def test_per_key_one_in_flight_across_runtimes(tmp_path: Path) -> None:
+def test_per_key_one_in_flight_across_runtimes(db: Backend) -> None:
     """Two runtimes with their own connections share one file, like two processes."""
-    db = tmp_path / "jobs.db"
     in_flight: dict[str, int] = {}
     peak: dict[str, int] = {}
     attempts: list[int] = []
@@ -275,7 +271,7 @@ def test_per_key_one_in_flight_across_runtimes(tmp_path: Path) -> None:
     assert set(attempts) == {1}  # snoozing never spent an attempt
 
 
-def test_per_key_n_allows_n(tmp_path: Path) -> None:
+def test_per_key_n_allows_n(db: Backend) -> None:
     queue = Queue("q", max_workers=6, timeout=5, per_key=2)
     in_flight = 0
     peak = 0
@@ -288,7 +284,7 @@ def test_per_key_n_allows_n(tmp_path: Path) -> None:
         await asyncio.sleep(0.05)
         in_flight -= 1
 
-    runtime = make_runtime(tmp_path / "jobs.db", [queue], key_busy_snooze=0.02)
+    runtime = make_runtime(db, [queue], key_busy_snooze=0.02)
 
     async def main() -> None:
         async with runtime:
@@ -300,14 +296,14 @@ def test_per_key_n_allows_n(tmp_path: Path) -> None:
     assert peak == 2
 
 
-def test_crashed_holders_key_lease_expires_by_itself(tmp_path: Path) -> None:
+def test_crashed_holders_key_lease_expires_by_itself(db: Backend) -> None:
     queue = Queue("webhook", max_workers=2, timeout=5, per_key=1)
 
     @queue.job("deliver")
     async def deliver(ctx: JobContext) -> float:
         return time.time()
 
-    runtime = make_runtime(tmp_path / "jobs.db", [queue], key_busy_snooze=0.05)
+    runtime = make_runtime(db, [queue], key_busy_snooze=0.05)
 
     async def main() -> None:
         async with runtime:

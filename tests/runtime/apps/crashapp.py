@@ -8,7 +8,7 @@ import random
 
 from corral.runtime import JobContext, Queue, Runtime
 
-DB = os.environ["CORRAL_TEST_DB"]
+STORE = os.environ["CORRAL_TEST_STORE"]
 LOG = os.environ.get("CORRAL_TEST_LOG", os.devnull)
 
 work = Queue("work", max_workers=4, timeout=1.0, poll=0.05)
@@ -32,7 +32,7 @@ async def hang_forever(ctx: JobContext) -> None:
 
 runtime = Runtime(
     queues=[work, hang],
-    store=f"sqlite:///{DB}",
+    store=STORE,
     rescue_interval=0.2,
     retry_base=0.05,
     grace=float(os.environ.get("CORRAL_TEST_GRACE", "0.5")),

@@ -1,0 +1,398 @@
+"""What only the PostgreSQL store gives: transactional enqueue, schema versions and options, pools the
+application owns, LISTEN/NOTIFY against polling, workers in several processes, and a server restart."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from conftest import Cli
+from corral.runtime import BudgetError, ConfigError, JobContext, Queue, Runtime, StoreUnavailable
+from corral.runtime.postgres_store import SCHEMA_VERSION, PostgresStore
+from corral.runtime.store import NewJob
+from psycopg_pool import AsyncConnectionPool
+from runtime_helpers import PostgresBackend, make_runtime
+
+
+def answer_queue(poll: float = 1.0) -> Queue:
+    queue = Queue("q", max_workers=2, timeout=5, poll=poll)
+
+    @queue.job("answer", on="asked")
+    async def answer(ctx: JobContext, n: int) -> int:
+        return n + 1
+
+    return queue
+
+
+# -- transactional enqueue and outbox -------------------------------------------------------------
+
+
+def test_enqueue_and_publish_in_the_callers_transaction(pg: PostgresBackend) -> None:
+    runtime = make_runtime(pg, [answer_queue()], relay_interval=0.05)
+
+    async def main() -> None:
+        async with runtime, await psycopg.AsyncConnection.connect(pg.url) as conn:
+            await conn.execute("CREATE TABLE notes (id int PRIMARY KEY)")
+            await conn.commit()
+            async with conn.transaction():
+                await conn.execute("INSERT INTO notes VALUES (1)")
+                kept = await runtime.enqueue("answer", n=1, conn=conn)
+                await runtime.publish("asked", {"n": 10}, conn=conn)
+                # not visible to anybody before the commit: no worker can have claimed it
+                assert pg.rows(f"SELECT id FROM corral_jobs WHERE id = {kept}") == []
+            with pytest.raises(RuntimeError, match="oops"):
+                async with conn.transaction():
+                    await conn.execute("INSERT INTO notes VALUES (2)")
+                    lost = await runtime.enqueue("answer", n=2, conn=conn)
+                    await runtime.publish("asked", {"n": 20}, conn=conn)
+                    raise RuntimeError("oops")
+            assert (await runtime.wait(kept, timeout=3)).result == 2
+            assert (await runtime.wait(lost, timeout=0.2)).state == "unknown"  # rolled back: never existed
+            deadline = time.monotonic() + 5
+            while (await runtime.counts())["q"].done < 2 and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+
+    asyncio.run(main())
+    results = sorted(row["result"] for row in pg.rows("SELECT result FROM corral_jobs"))
+    assert results == [2, 11]  # the committed job and the committed event's job; nothing of the rollback
+    assert pg.scalar("SELECT COUNT(*) FROM corral_events") == 0
+
+
+def test_conn_must_be_an_async_psycopg_connection(pg: PostgresBackend, tmp_path: Path) -> None:
+    async def main(url: str, conn: Any, match: str) -> None:
+        async with Runtime(queues=[answer_queue()], store=url) as runtime:
+            with pytest.raises(ConfigError, match=match):
+                await runtime.enqueue("answer", n=1, conn=conn)
+            with pytest.raises(ConfigError, match=match):
+                await runtime.publish("asked", {"n": 1}, conn=conn)
+
+    with psycopg.connect(pg.url) as sync_conn:  # a blocking connection would stall the event loop
+        asyncio.run(main(pg.url, sync_conn, "psycopg.AsyncConnection"))
+    asyncio.run(main(f"sqlite:///{tmp_path / 'jobs.db'}", object(), "needs the PostgreSQL store"))
+
+
+# -- schema, migrations, names ---------------------------------------------------------------------
+
+
+def test_open_refuses_an_unmigrated_database_and_migrate_is_idempotent(pg_server: Any) -> None:
+    url = pg_server.create_database("m")
+    try:
+
+        async def main() -> None:
+            with pytest.raises(StoreUnavailable, match=r"version 0, this corral needs 1: run `corral migrate"):
+                await Runtime(queues=[], store=url).start()
+            stores = [PostgresStore(url, max_size=1, min_size=1) for _ in range(3)]
+            applied = await asyncio.gather(*(store.migrate() for store in stores))  # concurrent migrators
+            assert sorted(applied) == [[], [], [SCHEMA_VERSION]]
+            assert await stores[0].migrate() == []
+            await asyncio.gather(*(store.close() for store in stores))
+            async with Runtime(queues=[], store=url) as runtime:
+                assert await runtime.counts() == {}
+
+        asyncio.run(main())
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT version FROM corral_schema_version").fetchall() == [(1,)]
+    finally:
+        pg_server.drop_database(url)
+
+
+def test_migrate_cli(pg_server: Any) -> None:
+    url = pg_server.create_database("cli")
+    try:
+        cli = Cli(_UrlBackend(url))
+        first = cli.run("migrate", "pgapp:runtime")
+        assert first.returncode == 0, first.stderr
+        assert "applied schema version(s) 1" in first.stdout
+        again = cli.run("migrate", "pgapp:runtime")
+        assert again.returncode == 0 and "schema up to date" in again.stdout
+        jobs = cli.run("jobs", "pgapp:runtime")
+        assert jobs.returncode == 0 and jobs.stdout.splitlines()[1].split() == ["work", "0", "0", "0", "0", "0"]
+    finally:
+        pg_server.drop_database(url)
+
+
+class _UrlBackend:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+
+def test_schema_and_prefix_keep_stores_apart(pg: PostgresBackend) -> None:
+    queue = answer_queue()
+    home = pg.scalar("SELECT current_schema()")  # the URL's search_path: this test's own schema
+
+    async def main() -> None:
+        stores = [
+            PostgresStore(pg.url, schema=f"{home}_a"),
+            PostgresStore(pg.url, schema=f"{home}_b", prefix="x_"),
+            PostgresStore(pg.url, prefix="y_"),
+        ]
+        runtimes = [Runtime(queues=[queue], store=store, migrate=True) for store in stores]
+        for runtime in runtimes:
+            await runtime.start(queues=[])
+        try:
+            for index, runtime in enumerate(runtimes):
+                for _ in range(index + 1):
+                    await runtime.enqueue("answer", n=index)
+            assert [(await rt.counts())["q"].waiting for rt in runtimes] == [1, 2, 3]
+        finally:
+            for runtime in runtimes:
+                await runtime.stop()
+
+    asyncio.run(main())
+    tables = {
+        (row["table_schema"], row["table_name"])
+        for row in pg.rows(
+            "SELECT table_schema, table_name FROM information_schema.tables"
+            f" WHERE table_name LIKE '%jobs' AND table_schema LIKE '{home}%'"
+        )
+    }
+    assert tables == {(home, "corral_jobs"), (f"{home}_a", "corral_jobs"), (f"{home}_b", "x_jobs"), (home, "y_jobs")}
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"schema": "Jobs"}, {"schema": 'a"; DROP TABLE x; --'}, {"prefix": "a-b"}, {"prefix": ""}, {"schema": "x" * 31}],
+)
+def test_schema_and_prefix_names_are_validated(kwargs: dict[str, str]) -> None:
+    with pytest.raises(ConfigError, match="invalid"):
+        PostgresStore("postgresql:///nowhere", **kwargs)
+
+
+def test_unreachable_server_is_store_unavailable(tmp_path: Path) -> None:
+    store = PostgresStore(f"postgresql:///x?host={tmp_path}", connect_timeout=1)
+    with pytest.raises(StoreUnavailable, match="cannot connect"):
+        asyncio.run(Runtime(queues=[], store=store).start())
+
+
+# -- the application's pool and the budget ---------------------------------------------------------
+
+
+def test_the_applications_pool_sets_the_budget_and_is_left_open(pg: PostgresBackend) -> None:
+    queues = [Queue("index", max_workers=4, timeout=5), Queue("notify", max_workers=2, timeout=5)]
+
+    @queues[0].job("index.one")
+    async def index_one(ctx: JobContext) -> str:
+        return "indexed"
+
+    async def main() -> None:
+        async with AsyncConnectionPool(pg.url, min_size=1, max_size=10, open=False) as pool:
+            small = Runtime(queues=queues, store=PostgresStore(pool), max_conns=400)
+            with pytest.raises(
+                BudgetError, match=r"index 4 \+ notify 2 \+ relay 1 = 7 > 5 \(max_conns 10 x reserve 0.5\)"
+            ):
+                await small.start()
+            runtime = Runtime(queues=queues, store=PostgresStore(pool))
+            await runtime.start(queues=["index"])
+            job_id = await runtime.enqueue("index.one")
+            assert (await runtime.wait(job_id, timeout=3)).result == "indexed"
+            await runtime.stop()
+            assert not pool.closed  # the application owns it
+            async with pool.connection() as conn:
+                assert await (await conn.execute("SELECT 1")).fetchone() == (1,)
+
+    asyncio.run(main())
+    assert Runtime(queues=[], store=pg.url, max_conns=12).budget().max_conns == 12  # an owned pool of max_conns
+
+
+# -- LISTEN/NOTIFY and polling ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("poll_only", [False, True])
+def test_jobs_of_another_process_start_at_once_or_within_the_poll(pg: PostgresBackend, poll_only: bool) -> None:
+    started: list[float] = []
+    poll = 0.5
+    queue = Queue("q", max_workers=2, timeout=5, poll=poll)
+
+    @queue.job("stamp")
+    async def stamp(ctx: JobContext, at: float) -> None:
+        started.append(time.time() - at)
+
+    async def main() -> None:
+        producer = Runtime(queues=[queue], store=PostgresStore(pg.url, poll_only=poll_only))
+        consumer = Runtime(queues=[queue], store=PostgresStore(pg.url, poll_only=poll_only))
+        await producer.start(queues=[])
+        await consumer.start()
+        try:
+            for _ in range(5):
+                await asyncio.sleep(0.6)  # idle: the consumer's polling has backed off to `poll`
+                job_id = await producer.enqueue("stamp", at=time.time())
+                assert (await producer.wait(job_id, timeout=3)).state == "done"
+        finally:
+            await consumer.stop()
+            await producer.stop()
+
+    asyncio.run(main())
+    assert len(started) == 5 and max(started) < poll + 0.25
+    if not poll_only:
+        assert sorted(started)[2] < 0.1  # woken by the notice, not by the poll
+
+
+def test_waiter_in_another_process_is_woken_by_the_completion_notice(pg: PostgresBackend) -> None:
+    queue = answer_queue(poll=0.05)
+
+    async def main() -> None:
+        waiter = make_runtime(pg, [queue], notify_fallback=30.0)  # only the notice can answer in time
+        worker = make_runtime(pg, [queue])
+        await waiter.start(queues=[])
+        await worker.start()
+        try:
+            for n in range(5):
+                job_id = await waiter.enqueue("answer", n=n)
+                began = time.monotonic()
+                status = await waiter.wait(job_id, timeout=3)
+                assert (status.state, status.result) == ("done", n + 1)
+                assert time.monotonic() - began < 1.0
+        finally:
+            await worker.stop()
+            await waiter.stop()
+
+    asyncio.run(main())
+
+
+# -- several processes -----------------------------------------------------------------------------
+
+
+def _enqueue(url: str, kind: str, args: list[dict[str, Any]], *, queue: str, key: Any = None) -> None:
+    """Insert jobs in batches straight through the store (test setup, not the code under test)."""
+
+    async def main() -> None:
+        store = PostgresStore(url, max_size=2, min_size=1)
+        await store.open()
+        try:
+            for start in range(0, len(args), 2000):
+                await store.enqueue(
+                    [
+                        NewJob(
+                            queue=queue,
+                            kind=kind,
+                            args_json=json.dumps(a),
+                            key=key(a) if key else None,
+                            run_at=time.time(),
+                            max_attempts=5,
+                            lease_seconds=7.0,
+                        )
+                        for a in args[start : start + 2000]
+                    ]
+                )
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
+def _stop(workers: list[subprocess.Popen[Any]]) -> list[int | None]:
+    for worker in workers:
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+    codes: list[int | None] = []
+    for worker in workers:
+        try:
+            codes.append(worker.wait(timeout=15))
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            codes.append(None)
+    return codes
+
+
+def _wait_done(pg: PostgresBackend, total: int, seconds: float) -> dict[str, int]:
+    deadline = time.monotonic() + seconds
+    counts = pg.state_counts()
+    while counts.get("done", 0) < total and time.monotonic() < deadline:
+        time.sleep(0.2)
+        counts = pg.state_counts()
+    return counts
+
+
+def test_twenty_thousand_jobs_four_processes_exactly_once(pg: PostgresBackend, tmp_path: Path) -> None:
+    total = 20_000
+    log = tmp_path / "done.txt"
+    cli = Cli(pg)
+    workers = [cli.start_worker("pgapp:runtime", "--queues", "work", CORRAL_TEST_LOG=str(log)) for _ in range(4)]
+    try:
+        began = time.monotonic()
+        _enqueue(pg.url, "noop", [{"n": n} for n in range(total)], queue="work")
+        counts = _wait_done(pg, total, 50)
+        elapsed = time.monotonic() - began
+    finally:
+        codes = _stop(workers)
+    assert counts == {"done": total}, counts
+    assert codes == [0, 0, 0, 0]
+    runs = collections.Counter(int(line) for line in log.read_text().split())
+    assert len(runs) == total and set(runs.values()) == {1}  # each job ran exactly once
+    print(f"20,000 jobs through 4 processes in {elapsed:.1f}s")
+
+
+def test_per_key_one_in_flight_across_four_processes(pg: PostgresBackend, tmp_path: Path) -> None:
+    total, keys = 120, 4
+    log = tmp_path / "keyed.txt"
+    cli = Cli(pg)
+    workers = [cli.start_worker("pgapp:runtime", "--queues", "keyed", CORRAL_TEST_LOG=str(log)) for _ in range(4)]
+    try:
+        _enqueue(
+            pg.url, "keyed.step", [{"n": n} for n in range(total)], queue="keyed", key=lambda a: f"ep-{a['n'] % keys}"
+        )
+        counts = _wait_done(pg, total, 40)
+    finally:
+        _stop(workers)
+    assert counts == {"done": total}, counts
+    spans: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
+    for line in log.read_text().splitlines():
+        key, start, end, _ = line.split()
+        spans[key].append((float(start), float(end)))
+    assert sum(map(len, spans.values())) == total
+    for key, runs in spans.items():
+        runs.sort()
+        for (_, previous_end), (start, _) in itertools.pairwise(runs):
+            assert start >= previous_end, f"two jobs of {key} in flight at once"
+
+
+def test_sigterm_drains_running_jobs_within_grace(pg: PostgresBackend, tmp_path: Path) -> None:
+    log = tmp_path / "slow.txt"
+    cli = Cli(pg)
+    worker = cli.start_worker("pgapp:runtime", "--queues", "slow", CORRAL_TEST_LOG=str(log), CORRAL_TEST_GRACE="3")
+    try:
+        _enqueue(pg.url, "slow.step", [{"n": n, "seconds": 0.8} for n in range(6)], queue="slow")
+        deadline = time.monotonic() + 10
+        while pg.state_counts().get("running", 0) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        began = time.monotonic()
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=10) == 0
+        assert time.monotonic() - began < 3
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    # the four running jobs finished during the grace; the two never claimed still wait
+    assert pg.state_counts() == {"done": 4, "waiting": 2}
+    assert log.read_text().count("end") == 4
+
+
+def test_server_restart_under_running_workers(pg_server: Any, pg: PostgresBackend, tmp_path: Path) -> None:
+    total = 400
+    log = tmp_path / "steps.txt"
+    cli = Cli(pg)
+    workers = [cli.start_worker("crashapp:runtime", "--queues", "work", CORRAL_TEST_LOG=str(log)) for _ in range(2)]
+    try:
+        _enqueue(pg.url, "crash.step", [{"n": n} for n in range(total)], queue="work")
+        while pg.state_counts().get("done", 0) < total // 4:
+            time.sleep(0.05)
+        pg_server.restart()  # every connection of every worker is cut mid-flight
+        counts = _wait_done(pg, total, 40)
+        _enqueue(pg.url, "crash.step", [{"n": total}], queue="work")
+        after = _wait_done(pg, total + 1, 10)
+    finally:
+        codes = _stop(workers)
+    assert counts == {"done": total}, counts  # nothing lost, nothing left running
+    assert after == {"done": total + 1}
+    assert codes == [0, 0]
+    ran = {int(line.split()[0]) for line in log.read_text().splitlines()}
+    assert ran == set(range(total + 1))
