@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 # Outside the repository: its .gitignore and pyproject.toml must not apply to the benchmark tree.
 WORK = Path(tempfile.gettempdir()) / "corral-bench"
@@ -29,11 +31,26 @@ def fetch_django(version: str) -> Path:
     return source
 
 
-def timed(command: list[str], cwd: Path) -> float:
-    """Wall time of one run; exit 0 or 1 (findings) is a measurement, anything else stops the benchmark."""
+class Timing(NamedTuple):
+    """One run's wall time and the CPU time (user + system) of its whole process tree, in seconds."""
+
+    wall: float
+    cpu: float
+
+
+def measure(command: list[str], cwd: Path) -> Timing:
+    """Time one run; exit 0 or 1 (findings) is a measurement, anything else stops the benchmark."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     completed = subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if completed.returncode not in (0, 1):
         raise SystemExit(f"{command[0]} failed ({completed.returncode}): {completed.stderr}")
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Timing(elapsed, cpu)
+
+
+def timed(command: list[str], cwd: Path) -> float:
+    """Wall time of one run (see `measure`)."""
+    return measure(command, cwd).wall
