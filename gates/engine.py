@@ -161,6 +161,9 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
     if len(jobs) >= PARALLEL_THRESHOLD and not mostly_cached:
         from corral.gates.infra.parallel import map_in_processes
 
+        # Loaded before the workers fork, so each inherits the rules instead of importing them again.
+        rules_for(jobs[0][0], config)
+
         outcomes = map_in_processes(_check_file, jobs, initializer=_prepare, initargs=(config, cache))
     else:
         _prepare(config, cache)

@@ -124,19 +124,42 @@ CLIENTS: dict[str, ClientKind] = {
     "smtplib.LMTP": _SMTP,
 }
 
-# A name resolves to one of the APIs above only through an import naming its top-level module, where the
-# module's name is a whole word (and `http` is never followed by a colon, as it is in URLs), or through a
-# relative import, which resolves against the file's own package and may land anywhere.
-# No leading `\b`: a pattern that starts with a literal lets the regex engine skip ahead, and a match inside
-# a longer word only makes the prefilter let one more file through.
-_NETWORK_MODULE = re.compile(rb"(?:requests|httpx|aiohttp|urllib3?|smtplib|socket)\b|http\b(?!:)")
-_RELATIVE_IMPORT = re.compile(rb"from(?:\s|\\)+\.")
+# A name resolves to one of the APIs above only through an import that names its top-level module
+# (`import requests`, `import os, httpx`, `from urllib import request`, `from http.client import ...`), or
+# through a relative import of one of its submodules or names, which only a network library's own code
+# does. Patterns start with a literal, not `\b`, so the regex engine can skip ahead.
+_NETWORK_IMPORT = re.compile(
+    rb"(?:import|from)[ \t]+(?:[\w.]+[ \t]*,[ \t]*)*(requests|httpx|aiohttp|urllib3|smtplib|socket|urllib|http)\b"
+)
+# `urllib` and `http` hold more than network code: `urllib.parse` and `http.HTTPStatus` talk to nobody.
+_NEEDS_WORD = {b"urllib": b"request", b"http": b"client"}
+_RELATIVE_PARTS = sorted({part for name in (*CALLS, *CLIENTS) for part in name.split(".")[1:]}, key=len, reverse=True)
+_RELATIVE_IMPORT = re.compile(
+    rb"from[ \t]*\.+[ \t]*(?:(?:[\w.]*[ \t]+)?import[ \t]*(?:\([^)]*|[^\n]*))?\b(?:"
+    + b"|".join(re.escape(part.encode()) for part in _RELATIVE_PARTS)
+    + rb")\b"
+)
 
 
 @per_content
 def might_call_network(data: bytes) -> bool:
     """False only when no call in the file can resolve to a network API: a sound prefilter for rules."""
-    return _NETWORK_MODULE.search(data) is not None or _RELATIVE_IMPORT.search(data) is not None
+    for match in _NETWORK_IMPORT.finditer(data):
+        needed = _NEEDS_WORD.get(match.group(1))
+        if needed is None:
+            return True
+        line_end = data.find(b"\n", match.end())
+        rest = data[match.end() : line_end if line_end != -1 else len(data)]
+        # A bare `import urllib` / `import http` reaches every submodule; otherwise the line names it.
+        if needed in rest or not rest.strip() or rest.lstrip()[:1] in (b",", b"#", b";") or b" as " in rest:
+            return True
+    return _RELATIVE_IMPORT.search(data) is not None
+
+
+# Every dotted name a client class can be reached through (`httpx`, `httpx.Client`, `http.client`, ...).
+_CLIENT_PREFIXES = frozenset(
+    ".".join(name.split(".")[:cut]) for name in CLIENTS for cut in range(1, name.count(".") + 2)
+)
 
 
 def scoped_nodes(tree: ast.Module, names: ModuleNames) -> Iterator[tuple[ast.AST, Scope]]:
@@ -196,6 +219,10 @@ class NetworkCalls:
         """The names each scope binds to client objects; built on first need, since most calls a rule
         classifies are settled by their resolved name alone."""
         clients: dict[Scope, dict[str, list[ClientKind]]] = {}
+        # Walking the module is only worth it where a name is bound to a client class or its module.
+        scopes = (self.names.root, *self.names.scopes.values())
+        if not any(target in _CLIENT_PREFIXES for scope in scopes for target in scope.bindings.values()):
+            return clients
         for node, scope in scoped_nodes(self.tree, self.names):
             for name, bound_in, kind in self._bindings(node, scope):
                 if kind is None:

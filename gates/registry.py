@@ -198,7 +198,7 @@ class ScopedVisitor(ast.NodeVisitor):
 
 def lines_mentioning(text: str, words: Iterable[str]) -> list[int]:
     """The sorted 1-based numbers of the lines of `text` that contain one of `words` as a whole word."""
-    pattern = re.compile(r"\b(?:" + "|".join(sorted({re.escape(word) for word in words})) + r")\b")
+    pattern = _word_pattern(frozenset(words))
     found: list[int] = []
     position = 0
     line = 1
@@ -208,3 +208,9 @@ def lines_mentioning(text: str, words: Iterable[str]) -> list[int]:
         if not found or found[-1] != line:
             found.append(line)
     return found
+
+
+@functools.lru_cache(maxsize=64)
+def _word_pattern(words: frozenset[str]) -> re.Pattern[str]:
+    # Most files of a run ask for the same words (aliases are rare), so the pattern is compiled once.
+    return re.compile(r"\b(?:" + "|".join(sorted(re.escape(word) for word in words)) + r")\b")

@@ -28,6 +28,7 @@ def map_in_processes(
     # fork shares the already imported engine with the workers; it is the cheap start where it is safe.
     method = "fork" if sys.platform == "linux" else "spawn"
     context = multiprocessing.get_context(method)
-    chunk = max(1, len(jobs) // (workers * 4))
+    # Small chunks: a few large files hold most of the work, and one chunk must not hold them all.
+    chunk = max(1, len(jobs) // (workers * 16))
     with context.Pool(workers, initializer=initializer, initargs=initargs) as pool:
         return pool.map(function, jobs, chunksize=chunk)

@@ -40,12 +40,22 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         CONFIGURED: "a spawner named in extend-spawners outside infra",
     }
     # Every finding's line (an alias's too, where it is bound) names the API itself, and the file names
-    # the module it comes from.
+    # the module the API comes from: each name is paired with the module words it can come from.
     triggers = (
         *(b"Thread", b"Timer", b"start_new", b"Process", b"fork", b"Pool", b"create_task", b"ensure_future"),
         *(b"run_coroutine_threadsafe", b"run_in_executor"),
     )
-    module_triggers = (b"thread", b"multiprocessing", b"concurrent", b"asyncio")
+    sources: ClassVar[dict[bytes, tuple[bytes, ...]]] = {
+        b"Thread": (b"thread", b"concurrent", b"multiprocessing"),
+        b"Timer": (b"thread",),
+        b"start_new": (b"thread",),
+        b"Process": (b"multiprocessing", b"concurrent"),
+        b"Pool": (b"multiprocessing", b"concurrent"),
+        b"create_task": (b"asyncio",),
+        b"ensure_future": (b"asyncio",),
+        b"run_coroutine_threadsafe": (b"asyncio",),
+        b"run_in_executor": (b"asyncio",),
+    }
 
     VALID = (
         """
@@ -157,9 +167,14 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
             module, _, leaf = name.rpartition(".")
             if leaf.encode() in data and module.partition(".")[0].encode() in data:
                 return True
-        return any(trigger in data for trigger in cls.triggers) and (
-            any(module in data for module in cls.module_triggers) or _OS_MODULES.search(data) is not None
-        )
+        for trigger in cls.triggers:
+            if trigger in data:
+                if trigger == b"fork":
+                    if _OS_MODULES.search(data) is not None:
+                        return True
+                elif any(module in data for module in cls.sources[trigger]):
+                    return True
+        return False
 
     def check(self) -> Iterator[Finding]:
         self.visit(self.context.tree)
