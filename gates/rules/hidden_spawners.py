@@ -27,6 +27,9 @@ _MODULE_NAMES = frozenset(
     {b"threading", b"_thread", b"multiprocessing", b"concurrent", b"futures", b"asyncio", b"os", b"pty"}
     | {b"pool", b"dummy", b"context", b"process", b"thread", b"tasks", b"events", b"base_events"}
 )
+_IMPORTS_A_SPAWNER_MODULE = re.compile(
+    rb"thread|multiprocessing|concurrent|asyncio|pty|import[ \t]+os\b|from[ \t]+os\b|,[ \t]*os\b"
+)
 _IMPORT_ALIAS = re.compile(rb" as\s+([A-Za-z_]\w*)(?![\w.])")
 # What the line of an assignment or annotation must mention to bind a name to a spawner module or a loop.
 _MODULE_WORDS = re.compile(rb"thread|multiprocessing|concurrent|futures|asyncio|os|pty|loop|Loop|get_context")
@@ -118,7 +121,8 @@ class HiddenSpawners(Rule, ScopedVisitor):
             targets = set(_GETATTR_TARGET.findall(data))
             if targets & _MODULE_NAMES or targets & set(_IMPORT_ALIAS.findall(data)):
                 return True
-            if any(_assigned_from_module(data, name) for name in targets):
+            # An assignment can only bind a spawner module (or a loop) the file itself imports.
+            if _IMPORTS_A_SPAWNER_MODULE.search(data) and any(_assigned_from_module(data, name) for name in targets):
                 return True
         if (b"__import__" in data or b"import_module" in data) and _DYNAMIC_IMPORT.search(data):
             return True
