@@ -1,7 +1,7 @@
 """Job kinds: where a module declares background job kinds, per framework, and the hard timeout each has.
 
 One place answers "what job kinds does this file declare, and what hard timeout provably applies?" for
-the CRL2 rules, the `jobs` report and `corral fix`. Per framework (see gates/README-crl2.md):
+the CRL2 rules, the `jobs` report and `corral fix`. Per framework (see the CRL2 section of README.md):
 
 - corral: `@queue.job("kind", timeout=...)` / `@queue.periodic(...)`, else the `Queue(..., timeout=...)`.
 - Celery: `@app.task` / `@shared_task` / `@current_app.task`: `time_limit` from the decorator, its `base=`
