@@ -21,3 +21,13 @@ def expected_findings(source: str) -> set[tuple[int, str]]:
 
 def example_source(example: str) -> str:
     return textwrap.dedent(example).lstrip("\n")
+
+
+def rule_fixture_folders() -> list[Path]:
+    """The fixture folders whose files mark expected findings with `# error:` comments."""
+    return sorted(
+        folder
+        for folder in FIXTURES.iterdir()
+        if folder.is_dir()
+        and any(expected_findings(file.read_text("utf-8", "replace")) for file in folder.rglob("*.py"))
+    )

@@ -28,14 +28,6 @@ def findings(source: str, relpath: str = "app/module.py") -> list[tuple[int, str
 
 
 @pytest.mark.parametrize("fixture", FIXTURE_FILES, ids=lambda path: path.stem)
-def test_fixture(fixture: Path) -> None:
-    source = fixture.read_text()
-    # Checked as a domain module: fixtures live under tests/, which the default globs exempt.
-    result = check_source(f"app/{fixture.name}", source.encode(), CONFIG)
-    assert {(finding.line, finding.code) for finding in result.findings} == expected_findings(source)
-
-
-@pytest.mark.parametrize("fixture", FIXTURE_FILES, ids=lambda path: path.stem)
 def test_infra_is_judged_and_tests_are_exempt(fixture: Path) -> None:
     data = fixture.read_bytes()
     expected = expected_findings(fixture.read_text())

@@ -13,7 +13,7 @@ import pytest
 from conftest import run_corral
 from corral.gates.config import load_config
 from corral.gates.engine import check_paths
-from expectations import FIXTURES, expected_findings
+from expectations import expected_findings, rule_fixture_folders
 
 FLAKE8 = str(Path(sys.executable).parent / "flake8")
 # flake8 prints each finding as path, line, column, code and message, tab-separated.
@@ -21,15 +21,6 @@ FORMAT = "%(path)s\t%(row)d\t%(col)d\t%(code)s\t%(text)s"
 SPAWNING = "import threading\nthreading.Thread(target=print).start()\n"
 
 Found = set[tuple[str, int, int, str, str]]
-
-
-def rule_fixture_dirs() -> list[Path]:
-    """Every tests/fixtures/*/ folder whose files carry `# error:` expectations (new rule families too)."""
-    return sorted(
-        folder
-        for folder in FIXTURES.iterdir()
-        if folder.is_dir() and any(expected_findings(_read(file)) for file in folder.rglob("*.py"))
-    )
 
 
 def _read(file: Path) -> str:
@@ -87,10 +78,10 @@ def test_plugin_is_registered_with_flake8() -> None:
 
 
 def test_every_rule_family_has_fixtures() -> None:
-    assert "crl1" in [folder.name for folder in rule_fixture_dirs()]
+    assert "crl1" in [folder.name for folder in rule_fixture_folders()]
 
 
-@pytest.mark.parametrize("fixtures", rule_fixture_dirs(), ids=lambda folder: folder.name)
+@pytest.mark.parametrize("fixtures", rule_fixture_folders(), ids=lambda folder: folder.name)
 def test_flake8_matches_corral_check_on_fixtures(fixtures: Path, tmp_path: Path) -> None:
     # Under app/, not tests/: the default tests globs would exempt the fixtures.
     shutil.copytree(fixtures, tmp_path / "app")
