@@ -19,22 +19,15 @@ def _check(args: argparse.Namespace) -> int:
     # Parsing allocates millions of short-lived objects and no cycles worth collecting: the collector
     # would only rescan them (measured: parsing takes twice as long with it on).
     gc.disable()
-    from corral.gates.config import ConfigError, load_config
+    from corral.gates.config import load_config
     from corral.gates.engine import check_paths
     from corral.gates.outputs import FORMATS
 
     paths = args.paths or ["."]
-    try:
-        config = load_config(paths, args.config)
-        if args.strict:
-            config = config._replace(strict=True)
-        result = check_paths(paths, config, use_cache=not args.no_cache)
-    except ConfigError as error:
-        print(f"corral: config error: {error}", file=sys.stderr)
-        return EXIT_ERROR
-    except FileNotFoundError as error:
-        print(f"corral: no such file or directory: {error.args[0]}", file=sys.stderr)
-        return EXIT_ERROR
+    config = load_config(paths, args.config)
+    if args.strict:
+        config = config._replace(strict=True)
+    result = check_paths(paths, config, use_cache=not args.no_cache)
     sys.stdout.write(FORMATS[args.format](result))
     over_budget = any(finding.code.startswith("CRL30") for finding in result.findings)
     if args.format == "text" and (args.budget or over_budget):
@@ -138,6 +131,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_ERROR
-    handler = args.handler
-    code: int = handler(args)
+    from corral.gates.config import ConfigError
+
+    # Every command reports a configuration it cannot use, or a path that does not exist, the same way.
+    try:
+        code: int = args.handler(args)
+    except ConfigError as error:
+        print(f"corral: config error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    except FileNotFoundError as error:
+        print(f"corral: no such file or directory: {error.args[0] if error.args else error}", file=sys.stderr)
+        return EXIT_ERROR
     return code

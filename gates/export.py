@@ -12,8 +12,8 @@ import argparse
 import json
 import sys
 
-from corral.gates.cli import EXIT_CLEAN, EXIT_ERROR
-from corral.gates.config import Config, ConfigError, load_config
+from corral.gates.cli import EXIT_CLEAN
+from corral.gates.config import Config, load_config
 from corral.gates.spawners import SPAWNERS, spawner_code
 
 RUFF_CODE = "TID251"
@@ -51,10 +51,6 @@ def ruff_fragment(config: Config) -> str:
 
 def run_export(args: argparse.Namespace) -> int:
     """`corral export TOOL`: print the fragment for the project at `args.path` (exit 2 on a config error)."""
-    try:
-        config = load_config([args.path], args.config)
-    except ConfigError as error:
-        print(f"corral: config error: {error}", file=sys.stderr)
-        return EXIT_ERROR
+    config = load_config([args.path], args.config)
     sys.stdout.write(ruff_fragment(config))
     return EXIT_CLEAN

@@ -10,7 +10,6 @@ read) is left alone: only its author knows what was meant.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
 import libcst as cst
@@ -103,20 +102,13 @@ def _literal(seconds: float) -> str:
 
 def fix_command(paths: Sequence[str], config_file: str | None, *, seconds: float) -> int:
     """Rewrite every failing declaration under `paths`; print what changed. 0, or 2 on an error."""
-    from corral.gates.config import ConfigError, load_config
+    from corral.gates.config import load_config
     from corral.gates.discovery import discover
     from corral.gates.engine import check_source, relative_path
     from corral.gates.parsing import Uncheckable, decode
 
-    try:
-        config = load_config(paths, config_file)
-        files = discover(paths)
-    except ConfigError as error:
-        print(f"corral: config error: {error}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as error:
-        print(f"corral: no such file or directory: {error.args[0]}", file=sys.stderr)
-        return 2
+    config = load_config(paths, config_file)
+    files = discover(paths)
     changed = 0
     for path in files:
         relpath = relative_path(path, config.root)

@@ -66,20 +66,13 @@ def jobs_command(paths: list[str], config_file: str | None, *, strict: bool, as_
     import json
     import sys
 
-    from corral.gates.config import ConfigError, load_config
+    from corral.gates.config import load_config
     from corral.gates.engine import check_paths
 
-    try:
-        config = load_config(paths, config_file)
-        if strict:
-            config = config._replace(strict=True)
-        result = check_paths(paths, config)
-    except ConfigError as error:
-        print(f"corral: config error: {error}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as error:
-        print(f"corral: no such file or directory: {error.args[0]}", file=sys.stderr)
-        return 2
+    config = load_config(paths, config_file)
+    if strict:
+        config = config._replace(strict=True)
+    result = check_paths(paths, config)
     kinds = result.reports.get(REPORT, [])
     if as_json:
         sys.stdout.write(json.dumps({"version": 1, "root": str(result.root), REPORT: kinds}, indent=2) + "\n")

@@ -11,13 +11,12 @@ import ast
 import json
 import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from corral.gates.config import Config, ConfigError, load_config
+from corral.gates.config import Config, load_config
 from corral.gates.discovery import SKIPPED_DIRS
 from corral.gates.engine import CheckResult, check_paths
 
@@ -180,15 +179,10 @@ def _copy_project(root: Path, destination: Path) -> None:
 
 
 def prove(path: str, config_file: str | None, *, as_json: bool = False) -> int:
-    try:
-        config = load_config([path], config_file)
-    except ConfigError as error:
-        print(f"corral: config error: {error}", file=sys.stderr)
-        return 2
+    config = load_config([path], config_file)
     target = Path(path).resolve()
     if not target.exists():
-        print(f"corral: no such file or directory: {path}", file=sys.stderr)
-        return 2
+        raise FileNotFoundError(path)
     with tempfile.TemporaryDirectory(prefix="corral-prove-") as scratch_dir:
         copy = Path(scratch_dir) / "project"
         _copy_project(config.root, copy)
