@@ -38,7 +38,12 @@ def budget_check(results: dict[str, FileResult], config: Config, reports: dict[s
 
     for relpath, fact in sorted(declared, key=lambda item: (item[0], item[1]["line"])):
         where = f"{relpath}:{fact['line']}"
-        problems = list(fact["unresolved"])
+        # A deployment's [tool.corral] max_conns stands in for a pool size the code reads at run time.
+        problems = [
+            problem[:3]
+            for problem in fact["unresolved"]
+            if not (config.max_conns and len(problem) > 3 and problem[3] == "max_conns")
+        ]
         queues = [(str(name), workers) for name, workers in fact["queues"]]
         relay = RUNTIME_DEFAULTS["relay"] if fact["relay"] is None else fact["relay"]
         max_conns = config.max_conns or (

@@ -28,12 +28,13 @@ def _check(args: argparse.Namespace) -> int:
     if args.strict:
         config = config._replace(strict=True)
     result = check_paths(paths, config, use_cache=not args.no_cache)
-    sys.stdout.write(FORMATS[args.format](result))
     over_budget = any(finding.code.startswith("CRL30") for finding in result.findings)
     if args.format == "text" and (args.budget or over_budget):
         from corral.gates.budget_report import render_budget
 
+        # Before the findings, so the summary line stays the last line.
         sys.stdout.write(render_budget(result.reports.get("budget", [])))
+    sys.stdout.write(FORMATS[args.format](result))
     return EXIT_FINDINGS if result.findings else EXIT_CLEAN
 
 

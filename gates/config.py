@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -131,14 +132,22 @@ def glob_to_regex(glob: str) -> str:
 
 def find_project_config(start: Path) -> Path | None:
     """The nearest `pyproject.toml` with a `[tool.corral]` table at or above `start`."""
-    directory = start if start.is_dir() else start.parent
+    directory = start if _is(start, Path.is_dir) else start.parent
     for candidate_dir in (directory, *directory.parents):
         candidate = candidate_dir / "pyproject.toml"
-        if candidate.is_file():
+        if _is(candidate, Path.is_file):
             table = _read_toml(candidate).get("tool", {}).get("corral")
             if table is not None:
                 return candidate
     return None
+
+
+def _is(path: Path, test: Callable[[Path], bool]) -> bool:
+    """`path.is_dir()` / `is_file()`, False where the path cannot even be looked at (no permission)."""
+    try:
+        return test(path)
+    except OSError:
+        return False
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -165,7 +174,11 @@ def load_config(paths: Sequence[str], config_file: str | None = None) -> Config:
         else:
             table = document.get("tool", {}).get("corral", document)
         return config_from_table(table, root=source.parent, source=source)
-    first = Path(paths[0] if paths else ".").resolve()
+    given = paths[0] if paths else "."
+    try:
+        first = Path(given).resolve()
+    except (OSError, RuntimeError):  # a link loop: judge it where it stands
+        first = Path(os.path.abspath(given))
     source_or_none = find_project_config(first)
     if source_or_none is None:
         # No settings: paths are judged by their place below the folder the command runs in (pre-commit and
@@ -173,7 +186,7 @@ def load_config(paths: Sequence[str], config_file: str | None = None) -> Config:
         here = Path.cwd().resolve()
         if first == here or here in first.parents:
             return Config(root=here)
-        return Config(root=first if first.is_dir() else first.parent)
+        return Config(root=first if _is(first, Path.is_dir) else first.parent)
     table = _read_toml(source_or_none)["tool"]["corral"]
     return config_from_table(table, root=source_or_none.parent, source=source_or_none)
 

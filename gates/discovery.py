@@ -18,7 +18,10 @@ SKIPPED_DIRS = frozenset(
 
 
 def discover(paths: Iterable[str]) -> list[str]:
-    """Absolute paths of the Python files under `paths`, without duplicates, in a stable order."""
+    """Absolute paths of the Python files under `paths`, without duplicates, in a stable order.
+
+    A path that cannot be followed (a dangling link, a link loop) or a folder that cannot be listed is
+    returned too: reading it fails, and that failure is a CRL001 finding rather than a silent skip."""
     found: dict[str, None] = {}
     for given in paths:
         path = os.path.realpath(given)
@@ -33,6 +36,8 @@ def discover(paths: Iterable[str]) -> list[str]:
                 listed = None
             for file in listed if listed is not None else _walk(path):
                 found[file] = None
+        elif os.path.lexists(given) and given.endswith(PYTHON_SUFFIXES):
+            found[os.path.abspath(given)] = None
         else:
             raise FileNotFoundError(given)
     return sorted(found)
@@ -57,8 +62,8 @@ def _git_files(directory: str) -> list[str] | None:
     for name in completed.stdout.decode("utf-8", "surrogateescape").split("\0"):
         if name.endswith(PYTHON_SUFFIXES):
             file = os.path.join(directory, name)
-            # A tracked file deleted from the work tree is not there to check.
-            if os.path.isfile(file):
+            # A tracked file deleted from the work tree is not there to check; a broken link is.
+            if os.path.lexists(file):
                 files.append(file)
     return files
 
@@ -80,6 +85,9 @@ def _walk(directory: str) -> Iterator[str]:
         try:
             entries = list(os.scandir(current))
         except OSError:
+            if current == directory:
+                raise
+            yield current  # reading it reports why it cannot be listed
             continue
         # A folder holding pyvenv.cfg is a virtualenv, whatever its name.
         if current != directory and any(entry.name == "pyvenv.cfg" for entry in entries):
@@ -87,7 +95,19 @@ def _walk(directory: str) -> Iterator[str]:
         for entry in entries:
             name = entry.name
             if name.endswith(PYTHON_SUFFIXES):
-                if entry.is_file():
+                try:
+                    is_file = entry.is_file() or entry.is_symlink()
+                except OSError:  # a link loop: reading it reports the error
+                    is_file = True
+                if is_file:
                     yield entry.path
-            elif name not in SKIPPED_DIRS and entry.is_dir(follow_symlinks=False):
+                    continue
+            if name not in SKIPPED_DIRS and _is_real_dir(entry):
                 pending.append(entry.path)
+
+
+def _is_real_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False

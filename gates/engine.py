@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -64,29 +65,37 @@ def rules_for(relpath: str, config: Config) -> list[type[Rule]]:
 
 def check_source(relpath: str, data: bytes, config: Config, tree: ast.Module | None = None) -> FileResult:
     """Every per-file rule's findings for one file. `tree` is an already parsed module (flake8's), if any."""
-    rules = [rule for rule in rules_for(relpath, config) if rule.might_match(data, config)]
+    try:
+        text = decode(data)
+    except Uncheckable as problem:
+        return FileResult(findings=(uncheckable(relpath, problem),))
+    searchable, guide = data, text
+    if not data.isascii() or b"coding" in data[:400]:
+        # Prefilters and line filters read the words of the file, but Python reads identifiers in the
+        # declared encoding and NFKC-normalised: `os.\uff46ork()` (a fullwidth f) and a UTF-7
+        # `os.+AGY-ork()` both call os.fork.
+        guide = unicodedata.normalize("NFKC", text)
+        searchable = guide.encode("utf-8", "surrogatepass")
+    rules = tuple(rule for rule in rules_for(relpath, config) if rule.might_match(searchable, config))
     if not rules:
-        try:
-            decode(data)
-        except Uncheckable as problem:
-            return FileResult(findings=(uncheckable(relpath, problem),))
         return FileResult()
-    return _run_rules((relpath, data, config, tuple(rules)), tree)
+    return _run_rules(relpath, text, guide, config, rules, tree)
 
 
-def _run_rules(job: tuple[str, bytes, Config, tuple[type[Rule], ...]], tree: ast.Module | None = None) -> FileResult:
+def _run_rules(
+    relpath: str, text: str, guide: str, config: Config, rules: tuple[type[Rule], ...], tree: ast.Module | None
+) -> FileResult:
+    """Run `rules` on the parsed file; `guide` is the normalised text the rules' line filters read."""
     from corral.gates.names import ModuleNames, module_name_for
     from corral.gates.parsing import parse
     from corral.gates.registry import FileContext
 
-    relpath, data, config, rules = job
     try:
-        text = decode(data)
         module_tree = tree if tree is not None else parse(text, relpath)
         module, is_package = module_name_for(relpath)
         context = FileContext(
             relpath=relpath,
-            text=text,
+            text=guide,
             tree=module_tree,
             names=ModuleNames(module_tree, module, is_package=is_package),
             config=config,
@@ -135,8 +144,7 @@ def _check_file(job: tuple[str, str]) -> tuple[Stamp | None, str | None, FileRes
         with open(path, "rb") as handle:
             data = handle.read()
     except OSError as error:
-        problem = Uncheckable(f"cannot be read: {error.strerror or error}")
-        return None, None, FileResult(findings=(uncheckable(relpath, problem),)), False
+        return None, None, FileResult(findings=(uncheckable(relpath, _unreadable(path, error)),)), False
     if cache is None:
         return None, None, check_source(relpath, data, config), False
     key = cache.key(relpath, data)
@@ -144,6 +152,16 @@ def _check_file(job: tuple[str, str]) -> tuple[Stamp | None, str | None, FileRes
     if cached is not None:
         return stamp, key, cached, True
     return stamp, key, check_source(relpath, data, config), False
+
+
+def _unreadable(path: str, error: OSError) -> Uncheckable:
+    if isinstance(error, IsADirectoryError):
+        try:
+            os.scandir(path).close()
+        except OSError as listing:
+            return Uncheckable(f"is in a folder that cannot be listed: {listing.strerror or listing}")
+        return Uncheckable("is a folder, not a file")
+    return Uncheckable(f"cannot be read: {error.strerror or error}")
 
 
 def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True) -> CheckResult:

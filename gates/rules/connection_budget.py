@@ -140,18 +140,6 @@ class ConnectionBudget(Rule, ScopedVisitor):
         workers = self._number(workers_node, values, scope, unresolved, f"queue {name} max_workers")
         return None if workers is None else [name, workers]
 
-    def _number(
-        self, node: ast.expr, values: StaticValues, scope: Any, unresolved: list[list[Any]], what: str
-    ) -> float | None:
-        value = values.number(node, scope)
-        if isinstance(value, Unresolved):
-            unresolved.append(self._where(node, f"{what}: {value.reason}", value.where))
-            return None
-        if value is None:
-            unresolved.append(self._where(node, f"{what} is None", values.where(node)))
-            return None
-        return value
-
     def _where(self, node: ast.AST, reason: str, where: str | None = None) -> list[Any]:
         """[path, line, reason]: where the unresolvable value stands (possibly in another module)."""
         if where is not None:
@@ -159,3 +147,15 @@ class ConnectionBudget(Rule, ScopedVisitor):
             if path and line.isdigit():
                 return [path, int(line), reason]
         return [self.context.relpath, getattr(node, "lineno", 1), reason]
+
+    def _number(
+        self, node: ast.expr, values: StaticValues, scope: Any, unresolved: list[list[Any]], what: str
+    ) -> float | None:
+        value = values.number(node, scope)
+        if isinstance(value, Unresolved):
+            unresolved.append([*self._where(node, f"{what}: {value.reason}", value.where), what])
+            return None
+        if value is None:
+            unresolved.append([*self._where(node, f"{what} is None", values.where(node)), what])
+            return None
+        return value

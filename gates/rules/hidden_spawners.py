@@ -20,7 +20,8 @@ CODE = "CRL106"
 DYNAMIC_IMPORTS = frozenset({"builtins.__import__", "importlib.import_module", "importlib.__import__"})
 _MODULES = rb"(?:threading|_thread|multiprocessing|concurrent|asyncio|os|pty)\b"
 _GETATTR_TARGET = re.compile(rb"getattr\(\s*([A-Za-z_]\w*)\s*,")
-_DYNAMIC_IMPORT = re.compile(rb"(?:__import__|import_module)\(\s*[rbuRBU]?['\"]" + _MODULES)
+# A dynamic import of a spawner module names the module in a string (the import function may be aliased).
+_QUOTED_MODULE = re.compile(rb"['\"]" + _MODULES)
 _STAR_IMPORT = re.compile(rb"from\s+" + _MODULES + rb"[\w.]*\s+import\s+\*")
 # Names a plain `import` or `from ... import` binds to a spawner module (or one of its submodules).
 _MODULE_NAMES = frozenset(
@@ -96,6 +97,10 @@ class HiddenSpawners(Rule, ScopedVisitor):
         threading = __import__("threading")  # error: CRL106
         """,
         """
+        from importlib import import_module as load
+        mp = load("multiprocessing")  # error: CRL106
+        """,
+        """
         from concurrent.futures import *  # error: CRL106
         """,
         """
@@ -108,7 +113,15 @@ class HiddenSpawners(Rule, ScopedVisitor):
 
     def __init__(self, context: FileContext) -> None:
         Rule.__init__(self, context)
-        words = ["getattr", "__import__", "import_module", "import"]
+        # The ways of hiding, and any alias bound to one of them (`im = importlib.import_module`).
+        hiders = {*DYNAMIC_IMPORTS, "builtins.getattr"}
+        words = {"getattr", "__import__", "import_module", "import"}
+        words.update(
+            alias
+            for scope in (context.names.root, *context.names.scopes.values())
+            for alias, target in scope.bindings.items()
+            if target in hiders
+        )
         ScopedVisitor.__init__(self, context.names, lines_mentioning(context.text, words))
         self.found: list[Finding] = []
 
@@ -124,7 +137,7 @@ class HiddenSpawners(Rule, ScopedVisitor):
             # An assignment can only bind a spawner module (or a loop) the file itself imports.
             if _IMPORTS_A_SPAWNER_MODULE.search(data) and any(_assigned_from_module(data, name) for name in targets):
                 return True
-        if (b"__import__" in data or b"import_module" in data) and _DYNAMIC_IMPORT.search(data):
+        if (b"__import__" in data or b"import_module" in data) and _QUOTED_MODULE.search(data):
             return True
         return b"import" in data and b"*" in data and _STAR_IMPORT.search(data) is not None
 

@@ -84,3 +84,24 @@ def test_cli_reports_crl001_with_path_and_line(tmp_path: Path) -> None:
     assert lines[0].startswith("bad.py:2:")
     assert " CRL001 file has invalid syntax" in lines[0]
     assert lines[1] == "nul.py:1:1: CRL001 file contains NUL bytes; it cannot be checked"
+
+
+def test_identifiers_are_read_as_python_reads_them() -> None:
+    # NFKC: a fullwidth letter is the ASCII one; a UTF-7 cookie decodes `+AGY-` to `f`.
+    fullwidth = "import threading\nthreading.\uff34hread()\n".encode()
+    assert [code for _, code, _ in findings(fullwidth)] == ["CRL101"]
+    utf7 = b"# coding: utf-7\nimport os\nos.+AGY-ork()\n"
+    assert [(line, code) for line, code, _ in findings(utf7)] == [(3, "CRL102")]
+
+
+def test_links_that_cannot_be_followed_are_crl001(tmp_path: Path) -> None:
+    (tmp_path / "ok.py").write_text("import os\nos.fork()\n")
+    (tmp_path / "loop1.py").symlink_to(tmp_path / "loop2.py")
+    (tmp_path / "loop2.py").symlink_to(tmp_path / "loop1.py")
+    (tmp_path / "dangling.py").symlink_to(tmp_path / "nowhere.py")
+    for args in (("check", "--no-cache"), ("check", "--no-cache", "loop1.py")):
+        completed = run_corral(*args, cwd=tmp_path)
+        assert "Traceback" not in completed.stderr
+        assert completed.returncode == 1
+        assert "loop1.py:1:1: CRL001 file cannot be read" in completed.stdout
+    assert "dangling.py:1:1: CRL001 file cannot be read" in run_corral("check", "--no-cache", cwd=tmp_path).stdout
