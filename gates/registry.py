@@ -54,7 +54,7 @@ class FileContext:
     def finding(self, node: ast.AST, code: str, message: str) -> Finding:
         line = getattr(node, "lineno", 1)
         col = getattr(node, "col_offset", 0) + 1
-        return Finding(self.relpath, line, col, code, f"{message}")
+        return Finding(self.relpath, line, col, code, message)
 
     def add_fact(self, kind: str, fact: object) -> None:
         """Record what a whole-project check needs from this file (kept in the cache with the findings)."""
