@@ -307,9 +307,10 @@ def test_crashed_holders_key_lease_expires_by_itself(db: Backend) -> None:
 
     async def main() -> None:
         async with runtime:
-            # a lease left behind by a worker that died: holder 999999, expiring in 0.4 s
-            assert await runtime.store.acquire_key_lease("webhook", "ep", holder=999999, limit=1, seconds=0.4)
+            # a lease left behind by a worker that died: holder 999999, expiring in 0.4 s. The clock is read
+            # before the lease is taken: its expiry counts from a moment after this one.
             taken = time.time()
+            assert await runtime.store.acquire_key_lease("webhook", "ep", holder=999999, limit=1, seconds=0.4)
             job_id = await runtime.enqueue("deliver", key="ep")
             status = await runtime.wait(job_id, timeout=5)
             assert status.state == "done"
