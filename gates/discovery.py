@@ -45,6 +45,8 @@ def discover(paths: Iterable[str]) -> list[str]:
 
 def _git_files(directory: str) -> list[str] | None:
     """Files git tracks or would track under `directory`; None when it is not inside a work tree."""
+    if not _may_be_in_work_tree(directory):
+        return None
     import subprocess
 
     try:
@@ -66,6 +68,21 @@ def _git_files(directory: str) -> list[str] | None:
             if os.path.lexists(file):
                 files.append(file)
     return files
+
+
+def _may_be_in_work_tree(directory: str) -> bool:
+    """False only when git cannot see a work tree here: no `.git` in the folder or above it, and no
+    `GIT_DIR` naming one elsewhere (so a plain folder costs no git process)."""
+    if "GIT_DIR" in os.environ:
+        return True
+    current = directory
+    while True:
+        if os.path.lexists(os.path.join(current, ".git")):
+            return True
+        parent = os.path.dirname(current)
+        if parent == current:
+            return False
+        current = parent
 
 
 def _git_ignores(directory: str) -> bool:

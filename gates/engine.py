@@ -63,8 +63,11 @@ def rules_for(relpath: str, config: Config) -> list[type[Rule]]:
     return [rule for rule in RULES if rule.applies_to(is_infra=is_infra, is_test=is_test)]
 
 
-def check_source(relpath: str, data: bytes, config: Config, tree: ast.Module | None = None) -> FileResult:
-    """Every per-file rule's findings for one file. `tree` is an already parsed module (flake8's), if any."""
+def check_source(
+    relpath: str, data: bytes, config: Config, tree: ast.Module | None = None, *, prefilter: bool = True
+) -> FileResult:
+    """Every per-file rule's findings for one file. `tree` is an already parsed module (flake8's), if any;
+    without `prefilter` every applicable rule runs on the parsed file (what the prefilters are tested by)."""
     try:
         text = decode(data)
     except Uncheckable as problem:
@@ -76,7 +79,10 @@ def check_source(relpath: str, data: bytes, config: Config, tree: ast.Module | N
         # `os.+AGY-ork()` both call os.fork.
         guide = unicodedata.normalize("NFKC", text)
         searchable = guide.encode("utf-8", "surrogatepass")
-    rules = tuple(rule for rule in rules_for(relpath, config) if rule.might_match(searchable, config))
+    from corral.gates.prefilter import Source
+
+    source = Source(searchable, relpath)
+    rules = tuple(rule for rule in rules_for(relpath, config) if not prefilter or rule.might_match(source, config))
     if not rules:
         return FileResult()
     return _run_rules(relpath, text, guide, config, rules, tree)

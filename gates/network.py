@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from functools import cached_property
 from typing import NamedTuple, TypeVar
 
-from corral.gates.names import ModuleNames, Scope, arguments_of
-from corral.gates.registry import per_content
+from corral.gates.names import ModuleNames, Scope, arguments_of, module_name_for
+from corral.gates.prefilter import WHITESPACE, WORD, Source, logical_line_end, starts_word
 
 _T = TypeVar("_T")
 
@@ -126,34 +126,85 @@ CLIENTS: dict[str, ClientKind] = {
 
 # A name resolves to one of the APIs above only through an import that names its top-level module
 # (`import requests`, `import os, httpx`, `from urllib import request`, `from http.client import ...`), or
-# through a relative import of one of its submodules or names, which only a network library's own code
-# does. Patterns start with a literal, not `\b`, so the regex engine can skip ahead.
+# through a relative import, which reaches them only from a network library's own code (or from a file
+# whose relative imports climb out of every package). Patterns start with a literal, not `\b`, so the
+# regex engine can skip ahead.
+NETWORK_PACKAGES = frozenset(name.partition(".")[0] for name in (*CALLS, *CLIENTS))
+# The fewest words one of which every package name holds (`http` stands for `httpx` too).
+_PACKAGE_WORDS = tuple(
+    sorted(
+        package.encode()
+        for package in NETWORK_PACKAGES
+        if not any(other != package and other in package for other in NETWORK_PACKAGES)
+    )
+)
 _NETWORK_IMPORT = re.compile(
-    rb"(?:import|from)[ \t]+(?:[\w.]+[ \t]*,[ \t]*)*(requests|httpx|aiohttp|urllib3|smtplib|socket|urllib|http)\b"
+    rb"(import|from)"
+    + WHITESPACE
+    + rb"+(?:[\w.]+(?:"
+    + WHITESPACE
+    + rb"+as"
+    + WHITESPACE
+    + rb"+\w+)?"
+    + WHITESPACE
+    + rb"*,"
+    + WHITESPACE
+    + rb"*)*("
+    + "|".join(sorted(NETWORK_PACKAGES, key=len, reverse=True)).encode()
+    + rb")\b([\w.]*)"
 )
 # `urllib` and `http` hold more than network code: `urllib.parse` and `http.HTTPStatus` talk to nobody.
-_NEEDS_WORD = {b"urllib": b"request", b"http": b"client"}
-_RELATIVE_PARTS = sorted({part for name in (*CALLS, *CLIENTS) for part in name.split(".")[1:]}, key=len, reverse=True)
-_RELATIVE_IMPORT = re.compile(
-    rb"from[ \t]*\.+[ \t]*(?:(?:[\w.]*[ \t]+)?import[ \t]*(?:\([^)]*|[^\n]*))?\b(?:"
-    + b"|".join(re.escape(part.encode()) for part in _RELATIVE_PARTS)
-    + rb")\b"
-)
+_NEEDS_SUBMODULE = {b"urllib": b"request", b"http": b"client"}
+# `from .` / `from ..pkg` (the dots may be spaced), and every word a relative import of a network API can
+# name: a relative import that climbs out of every package names the network package itself.
+_RELATIVE_LEVEL = re.compile(rb"from" + WHITESPACE + rb"*(\.(?:" + WHITESPACE + rb"|\.)*)")
+_RELATIVE_WORDS = frozenset(part.encode() for name in (*CALLS, *CLIENTS) for part in name.split("."))
 
 
-@per_content
-def might_call_network(data: bytes) -> bool:
+def might_call_network(source: Source) -> bool:
     """False only when no call in the file can resolve to a network API: a sound prefilter for rules."""
+    return (source.has(*_PACKAGE_WORDS) and _imports_network_package(source.data)) or _relative_may_reach(source)
+
+
+def _imports_network_package(data: bytes) -> bool:
     for match in _NETWORK_IMPORT.finditer(data):
-        needed = _NEEDS_WORD.get(match.group(1))
+        keyword, package, submodule = match.groups()
+        needed = _NEEDS_SUBMODULE.get(package)
         if needed is None:
             return True
-        line_end = data.find(b"\n", match.end())
-        rest = data[match.end() : line_end if line_end != -1 else len(data)]
-        # A bare `import urllib` / `import http` reaches every submodule; otherwise the line names it.
-        if needed in rest or not rest.strip() or rest.lstrip()[:1] in (b",", b"#", b";") or b" as " in rest:
+        end = logical_line_end(data, match.end())
+        if end == -1:
             return True
-    return _RELATIVE_IMPORT.search(data) is not None
+        rest = data[match.end() : end]
+        aliased = re.match(WHITESPACE + rb"+as" + WHITESPACE, rest) is not None
+        if submodule:
+            # `from urllib.request import ...` and `import http.client as c` reach the network;
+            # a plain `import urllib.parse` binds `urllib`, whose every submodule is then in reach.
+            if submodule[1:].startswith(needed) or (keyword == b"import" and not aliased):
+                return True
+        elif keyword == b"import" or needed in rest or b"*" in rest:
+            # `import urllib` (as anything) reaches every submodule; `from urllib import request` names it.
+            return True
+    return False
+
+
+def _relative_may_reach(source: Source) -> bool:
+    """Whether a relative import of the file can resolve into a network package: the file is inside one,
+    or the import climbs above the top of the file's own package (as `names.py` resolves it)."""
+    module, is_package = module_name_for(source.relpath)
+    package = module if is_package else module.rpartition(".")[0]
+    parts = package.split(".") if package else []
+    inside = not parts or parts[0] in NETWORK_PACKAGES
+    data = source.data
+    for match in _RELATIVE_LEVEL.finditer(data):
+        if not starts_word(data, match.start()):
+            continue
+        if not inside and match.group(1).count(b".") - 1 < len(parts):
+            continue
+        end = logical_line_end(data, match.end())
+        if end == -1 or not _RELATIVE_WORDS.isdisjoint(WORD.findall(data, match.end(), end)):
+            return True
+    return False
 
 
 # Every dotted name a client class can be reached through (`httpx`, `httpx.Client`, `http.client`, ...).

@@ -1,8 +1,9 @@
 """The rule contract and the registry mapping every code to its message.
 
-A rule is a small class: the codes it reports with a one-line summary each, the byte strings without which a
-file cannot hold one of its findings (the prefilter), VALID and INVALID examples beside it (a generic test
-turns them into test cases; INVALID lines carry `# error: CODE`), and a `check` that yields findings.
+A rule is a small class: the codes it reports with a one-line summary each, a prefilter over the file's bytes
+that rules out files which cannot hold one of its findings (`might_match`, asked of a shared `Source`), VALID
+and INVALID examples beside it (a generic test turns them into test cases; INVALID lines carry
+`# error: CODE`), and a `check` that yields findings.
 Most rules are `ScopedVisitor`s: an `ast.NodeVisitor` that knows the scope of every node and never looks
 inside type annotations or `if TYPE_CHECKING:` blocks, code that never runs.
 """
@@ -13,12 +14,13 @@ import ast
 import functools
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, ClassVar
+from collections.abc import Iterable, Iterator, Sequence
+from typing import ClassVar
 
 from corral.gates.config import Config
 from corral.gates.findings import Finding
 from corral.gates.names import LOCAL, ModuleNames, Scope, arguments_of, is_type_checking_test
+from corral.gates.prefilter import Source
 
 ENGINE_CODES: dict[str, str] = {
     "CRL000": "the configuration cannot be used",
@@ -65,7 +67,6 @@ class Rule:
     """Base of every per-file rule."""
 
     codes: ClassVar[dict[str, str]]
-    triggers: ClassVar[tuple[bytes, ...]]
     # Domain rules do not judge infra (which exists to own such code) or tests.
     skips_infra: ClassVar[bool] = True
     skips_tests: ClassVar[bool] = True
@@ -80,30 +81,14 @@ class Rule:
         return not (cls.skips_infra and is_infra) and not (cls.skips_tests and is_test)
 
     @classmethod
-    def extra_triggers(cls, config: Config) -> tuple[bytes, ...]:
-        """Triggers that depend on the configuration (for example extra spawner names)."""
-        return ()
-
-    @classmethod
-    def might_match(cls, data: bytes, config: Config) -> bool:
-        return any(trigger in data for trigger in (*cls.triggers, *cls.extra_triggers(config)))
+    def might_match(cls, source: Source, config: Config) -> bool:
+        """The prefilter: False only when the file cannot hold one of this rule's findings, so its parse
+        can be skipped. It must never be False for a file with a finding (a test holds every rule to that
+        over the fixtures and a sweep of real code); cheap substring tests on rare words come first."""
+        raise NotImplementedError
 
     def check(self) -> Iterator[Finding]:
         raise NotImplementedError
-
-
-def per_content(predicate: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
-    """Remember a byte-level prefilter's answer for the file being checked, which several rules ask about:
-    every rule is handed the same `bytes` object, so identity is the key."""
-    last: list[Any] = [None, False]
-
-    @functools.wraps(predicate)
-    def remembered(data: bytes) -> bool:
-        if last[0] is not data:
-            last[0], last[1] = data, predicate(data)
-        return bool(last[1])
-
-    return remembered
 
 
 class ScopedVisitor(ast.NodeVisitor):

@@ -6,6 +6,10 @@ One table, read by the CRL1 rules and by `corral export ruff`. Keys are fully-qu
 
 from __future__ import annotations
 
+import re
+
+from corral.gates.prefilter import WHITESPACE, Source
+
 THREAD = "CRL101"
 PROCESS = "CRL102"
 EXECUTOR = "CRL103"
@@ -64,3 +68,32 @@ def spawner_code(name: str | None, extra: tuple[str, ...] = ()) -> str | None:
 
 def display_name(name: str) -> str:
     return name.replace("<loop>", "loop")
+
+
+# -- what the prefilters of the CRL1 rules read ---------------------------------------------------------
+# A name resolves to a spawner module only through an import that names it, so a file that names none of
+# these packages (or imports `os` / `pty`) holds no CRL1 finding.
+PACKAGE_WORDS = (b"thread", b"multiprocessing", b"concurrent", b"asyncio")
+# `import os`, `import sys, os.path as p`, `from os import fork` (each pattern starts with its literal).
+_IMPORTS_OS = (
+    re.compile(
+        rb"import"
+        + WHITESPACE
+        + rb"+(?:[\w.]+(?:"
+        + WHITESPACE
+        + rb"+as"
+        + WHITESPACE
+        + rb"+\w+)?"
+        + WHITESPACE
+        + rb"*,"
+        + WHITESPACE
+        + rb"*)*(?:os|pty)\b"
+    ),
+    re.compile(rb"from" + WHITESPACE + rb"+(?:os|pty)\b"),
+)
+
+
+def imports_spawner_module(source: Source) -> bool:
+    """False only when no name in the file can resolve to a spawner module, one of its submodules, or an
+    event loop (whose factories and types live in asyncio)."""
+    return source.has(*PACKAGE_WORDS) or any(pattern.search(source.data) for pattern in _IMPORTS_OS)

@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from corral.gates.budget_report import FACT, OVER_BUDGET, UNPROVEN
+from corral.gates.config import Config
 from corral.gates.findings import Finding
+from corral.gates.prefilter import Source
 from corral.gates.registry import FileContext, Rule, ScopedVisitor
 from corral.gates.values import StaticValues, Unresolved
 
@@ -25,7 +27,6 @@ class ConnectionBudget(Rule, ScopedVisitor):
         OVER_BUDGET: "a runtime's workers plus its relay do not fit in its share of the database pool",
         UNPROVEN: "a value of the connection budget cannot be resolved statically",
     }
-    triggers = (b"Runtime",)
     # A runtime declared in infra drains the pool just the same.
     skips_infra = False
 
@@ -68,8 +69,8 @@ class ConnectionBudget(Rule, ScopedVisitor):
         self.values = StaticValues.of(context)
 
     @classmethod
-    def might_match(cls, data: bytes, config: object) -> bool:
-        return b"Runtime" in data and b"corral" in data
+    def might_match(cls, source: Source, config: Config) -> bool:
+        return source.has(b"corral") and source.has(b"Runtime")
 
     def check(self) -> Iterator[Finding]:
         self.visit(self.context.tree)

@@ -7,51 +7,122 @@ module through `__import__` / `importlib.import_module`, and `from <spawner modu
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
 from typing import ClassVar
 
 from corral.gates.config import Config
 from corral.gates.findings import Finding
+from corral.gates.prefilter import NAME, WHITESPACE, WORD, Source, logical_line_end, starts_word
 from corral.gates.registry import FileContext, Rule, ScopedVisitor, lines_mentioning
-from corral.gates.spawners import SPAWNER_MODULES, display_name, spawner_code
+from corral.gates.spawners import (
+    PACKAGE_WORDS,
+    SPAWNER_MODULES,
+    display_name,
+    imports_spawner_module,
+    spawner_code,
+)
 
 CODE = "CRL106"
 DYNAMIC_IMPORTS = frozenset({"builtins.__import__", "importlib.import_module", "importlib.__import__"})
+
+# -- the prefilter: a textual over-approximation of what `check` finds ------------------------------------
 _MODULES = rb"(?:threading|_thread|multiprocessing|concurrent|asyncio|os|pty)\b"
-_GETATTR_TARGET = re.compile(rb"getattr\(\s*([A-Za-z_]\w*)\s*,")
 # A dynamic import of a spawner module names the module in a string (the import function may be aliased).
 _QUOTED_MODULE = re.compile(rb"['\"]" + _MODULES)
-_STAR_IMPORT = re.compile(rb"from\s+" + _MODULES + rb"[\w.]*\s+import\s+\*")
-# Names a plain `import` or `from ... import` binds to a spawner module (or one of its submodules).
-_MODULE_NAMES = frozenset(
-    {b"threading", b"_thread", b"multiprocessing", b"concurrent", b"futures", b"asyncio", b"os", b"pty"}
-    | {b"pool", b"dummy", b"context", b"process", b"thread", b"tasks", b"events", b"base_events"}
+_QUOTED_OS = (b"'os", b'"os', b"'pty", b'"pty')
+_STAR_IMPORT = re.compile(
+    rb"from" + WHITESPACE + rb"+" + _MODULES + rb"[\w.]*" + WHITESPACE + rb"+import" + WHITESPACE + rb"*\*"
 )
-_IMPORTS_A_SPAWNER_MODULE = re.compile(
-    rb"thread|multiprocessing|concurrent|asyncio|pty|import[ \t]+os\b|from[ \t]+os\b|,[ \t]*os\b"
-)
-_IMPORT_ALIAS = re.compile(rb" as\s+([A-Za-z_]\w*)(?![\w.])")
-# What the line of an assignment or annotation must mention to bind a name to a spawner module or a loop.
-_MODULE_WORDS = re.compile(rb"thread|multiprocessing|concurrent|futures|asyncio|os|pty|loop|Loop|get_context")
-# How a name is assigned or annotated, as formatted code writes it (searched with `bytes.find`, which is
-# far cheaper than a regular expression compiled for every name).
-_BINDERS = (b" =", b"=", b"\t=", b"  =", b":", b" :")
+# `getattr` named without being called: an alias, or the function passed on.
+_GETATTR_UNCALLED = re.compile(rb"getattr(?![\w\x80-\xff])(?!" + WHITESPACE + rb"*\()")
+# The first name of a getattr call's first argument (`threading`, `asyncio` of `asyncio.tasks`, `loop`).
+_GETATTR_HEAD = re.compile(rb"getattr" + WHITESPACE + rb"*\((?:" + WHITESPACE + rb"|\()*(" + NAME + rb")")
+_IMPORTS = (re.compile(rb"import(?![\w\x80-\xff])"), re.compile(rb"from(?![\w\x80-\xff])"))
+_OS_OR_PTY = re.compile(rb"(?<![\w.\x80-\xff])(?:os|pty)(?![\w\x80-\xff])")
+# The name an assignment's value starts with (after `(`), and whether a walrus binds it to what follows.
+_VALUE_HEAD = re.compile(rb"(?:" + WHITESPACE + rb"|\()*(" + NAME + rb")(" + WHITESPACE + rb"*:=)?")
+# How many names the prefilter follows through assignments before it gives up and admits the file.
+_FOLLOW_AT_MOST = 24
 
 
-def _assigned_from_module(data: bytes, name: bytes) -> bool:
-    for binder in _BINDERS:
-        needle = name + binder
-        position = data.find(needle)
-        while position != -1:
-            before = data[position - 1 : position]
-            end = position + len(needle)
-            if not (before.isalnum() or before in (b"_", b".")) and data[end : end + 1] != b"=":
-                line_end = data.find(b"\n", end)
-                if _MODULE_WORDS.search(data, end, line_end if line_end != -1 else len(data)):
+def _may_reach_spawner_module(data: bytes) -> bool:
+    """Whether a getattr call may have a spawner module or an event loop as its first argument.
+
+    As `names.py` resolves it, that argument starts with a name bound by an import of a spawner module
+    (or of a loop factory or type), or assigned from a value starting with such a name (a chain of
+    assignments, a factory call), or a parameter annotated with a loop type. So: the name is one of the
+    words of an import statement naming a spawner package, or an assignment or annotation of it leads
+    to one.
+    """
+    if any(starts_word(data, match.start()) for match in _GETATTR_UNCALLED.finditer(data)):
+        return True
+    heads = set(_GETATTR_HEAD.findall(data))
+    if not heads:
+        return False
+    imported = _words_of_spawner_imports(data)
+    if imported is None:
+        return True
+    pending, seen = list(heads), set(heads)
+    while pending:
+        name = pending.pop()
+        if name in imported:
+            return True
+        for followed in _names_bound_from(data, name):
+            if followed is None:
+                return True
+            if followed not in seen:
+                if len(seen) >= _FOLLOW_AT_MOST:
                     return True
-            position = data.find(needle, end)
+                seen.add(followed)
+                pending.append(followed)
     return False
+
+
+def _words_of_spawner_imports(data: bytes) -> set[bytes] | None:
+    """Every word of the import statements that name a spawner package (None: one too long to read)."""
+    words: set[bytes] = set()
+    for match in (match for pattern in _IMPORTS for match in pattern.finditer(data)):
+        if not starts_word(data, match.start()):
+            continue
+        end = logical_line_end(data, match.end())
+        if end == -1:
+            return None
+        statement = data[match.end() : end]
+        if any(package in statement for package in PACKAGE_WORDS) or _OS_OR_PTY.search(statement):
+            words.update(WORD.findall(statement))
+    return words
+
+
+@functools.lru_cache(maxsize=256)
+def _binding_pattern(name: bytes) -> re.Pattern[bytes]:
+    # Files of one project bind the same few names (`self`, `obj`, `loop`): each pattern is compiled once.
+    return re.compile(re.escape(name) + rb"[ \t]*(?:(:)(?!=)|=(?!=))")
+
+
+def _names_bound_from(data: bytes, name: bytes) -> Iterator[bytes | None]:
+    """The names `name`'s bindings may resolve through: the head of each assigned value (`name = x.y`,
+    `name = f()`, `name = (a := b)`) and every name of each annotation (`name: AbstractEventLoop`); None
+    for a binding too long to read."""
+    pattern = _binding_pattern(name)
+    for match in pattern.finditer(data):
+        if not starts_word(data, match.start()):
+            continue
+        end = logical_line_end(data, match.end())
+        if end == -1:
+            yield None
+            continue
+        value = data[match.end() : end]
+        if match.group(1):
+            yield from WORD.findall(value)
+            continue
+        position = 0
+        while (head := _VALUE_HEAD.match(value, position)) is not None:
+            yield head.group(1)
+            if not head.group(2):
+                break
+            position = head.end()
 
 
 _ADVICE = "outside infra; name the API inside an infra helper instead"
@@ -61,7 +132,6 @@ class HiddenSpawners(Rule, ScopedVisitor):
     codes: ClassVar[dict[str, str]] = {
         CODE: "a spawner reached through getattr, a dynamic import or a star import outside infra"
     }
-    triggers = (b"getattr", b"__import__", b"import_module", b"import *")
 
     VALID = (
         """
@@ -126,20 +196,19 @@ class HiddenSpawners(Rule, ScopedVisitor):
         self.found: list[Finding] = []
 
     @classmethod
-    def might_match(cls, data: bytes, config: Config) -> bool:
-        """A textual over-approximation of what `check` can find: a getattr whose first argument is a
-        name imported, assigned or annotated from a spawner module or loop, a dynamic import naming
-        such a module, or a star import from one."""
-        if b"getattr" in data:
-            targets = set(_GETATTR_TARGET.findall(data))
-            if targets & _MODULE_NAMES or targets & set(_IMPORT_ALIAS.findall(data)):
-                return True
-            # An assignment can only bind a spawner module (or a loop) the file itself imports.
-            if _IMPORTS_A_SPAWNER_MODULE.search(data) and any(_assigned_from_module(data, name) for name in targets):
-                return True
-        if (b"__import__" in data or b"import_module" in data) and _QUOTED_MODULE.search(data):
+    def might_match(cls, source: Source, config: Config) -> bool:
+        data = source.data
+        if (
+            source.has(b"__import__", b"import_module")
+            and source.has(*PACKAGE_WORDS, *_QUOTED_OS)
+            and _QUOTED_MODULE.search(data)
+        ):
             return True
-        return b"import" in data and b"*" in data and _STAR_IMPORT.search(data) is not None
+        if not source.holds(imports_spawner_module):
+            return False
+        if source.has(b"getattr") and _may_reach_spawner_module(data):
+            return True
+        return _STAR_IMPORT.search(data) is not None
 
     def check(self) -> Iterator[Finding]:
         self.visit(self.context.tree)

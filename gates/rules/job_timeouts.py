@@ -14,25 +14,31 @@ from typing import ClassVar
 from corral.gates.config import Config
 from corral.gates.findings import Finding
 from corral.gates.jobs import CELERY, CORRAL, OTHER, UNRESOLVED, job_kinds
-from corral.gates.registry import Rule, per_content
+from corral.gates.prefilter import Source
+from corral.gates.registry import Rule
 
-# Every job kind is declared by a decorator or call that names one of these: a method of a queue, app or
-# broker (`.job`, `.task`, ...), or a name whose import holds the word (`shared_task`, `actor`, ...). arq's
-# `func`/`cron` count only where the file imports arq; SAQ's and arq's worker settings name `functions`.
+# Every job kind is declared by a decorator or call whose resolved name ends in one of these words, written
+# in the file itself (as an attribute, a name, or in the import that binds an alias): `.job`/`.periodic`
+# (corral), `.task`/`shared_task`/`db_task` (Celery, Huey, taskiq, Procrastinate), `actor` (Dramatiq),
+# `job` (RQ); arq's `func`/`cron` and settings, and SAQ's `CronJob` and settings, count only in a file
+# that imports `arq` / `saq`.
+_NAMES_OF_DECLARATIONS = (b"task", b"job", b"periodic", b"actor", b"arq", b"saq")
 _METHOD_NAMES = re.compile(rb"(?:job|periodic|task|periodic_task|db_task|db_periodic_task)\b")
 TRIGGERS = (b"shared_task", b"rq.decorators", b"djhuey", b"CronJob")
 ARQ_WORDS = (b"func", b"cron")
 
 
-@per_content
-def might_declare_jobs(data: bytes) -> bool:
+def might_declare_jobs(source: Source) -> bool:
     """False only when no job kind can be declared in the file: the prefilter of every CRL2 rule."""
+    if not source.has(*_NAMES_OF_DECLARATIONS):
+        return False
+    data = source.data
     return (
-        any(trigger in data for trigger in TRIGGERS)
+        source.has(*TRIGGERS)
         # The regular expressions only run on files holding their words (most files hold none).
-        or ((b"job" in data or b"periodic" in data or b"task" in data) and _names_a_method(data))
-        or ((b"actor" in data or b"functions" in data or b"cron_jobs" in data) and _names_a_setting(data))
-        or (b"arq" in data and any(word in data for word in ARQ_WORDS))
+        or (source.has(b"job", b"periodic", b"task") and _names_a_method(data))
+        or (source.has(b"actor", b"functions", b"cron_jobs") and _names_a_setting(data))
+        or (source.has(b"arq") and source.has(*ARQ_WORDS))
     )
 
 
@@ -76,7 +82,6 @@ class JobTimeouts(Rule):
         OTHER: "a job kind whose framework limit is turned off, absent, or not explicit under strict mode",
         UNRESOLVED: "a job or network timeout the gate cannot resolve statically",
     }
-    triggers = TRIGGERS
 
     VALID = (
         """
@@ -126,8 +131,8 @@ class JobTimeouts(Rule):
     )
 
     @classmethod
-    def might_match(cls, data: bytes, config: Config) -> bool:
-        return might_declare_jobs(data)
+    def might_match(cls, source: Source, config: Config) -> bool:
+        return source.holds(might_declare_jobs)
 
     def check(self) -> Iterator[Finding]:
         context = self.context

@@ -28,6 +28,7 @@ from corral.gates.config import Config
 from corral.gates.findings import Finding
 from corral.gates.names import LOCAL, Scope, arguments_of
 from corral.gates.network import NetworkCall, NetworkCalls, lookup_in, might_call_network, scoped_nodes
+from corral.gates.prefilter import Source
 from corral.gates.registry import FileContext, Rule, ScopedVisitor, lines_mentioning
 
 CODE = "CRL401"
@@ -39,7 +40,7 @@ DJANGO_ADVICE = "make the call after commit (transaction.on_commit) or outside t
 ADVICE = "make the call outside the transaction, after it commits"
 
 # Every scope names one of these as a whole word: an opener's attribute, Django's `atomic`, or the import
-# that binds an alias to it.
+# that binds an alias to it (the prefilter asks for them, and for a network module).
 _OPENER = re.compile(rb"(?:atomic|begin|begin_nested|transaction)\b")
 
 LocalCallable = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
@@ -61,9 +62,6 @@ def _lambda_scope(node: ast.Lambda, parent: Scope) -> Scope:
 
 class NetworkInTransaction(Rule, ScopedVisitor):
     codes: ClassVar[dict[str, str]] = {CODE: "a network call inside a database transaction"}
-    # Every scope names one of these (Django's atomic through an alias too: the alias is bound from it);
-    # `might_match` asks for them as whole words, and for a network module.
-    triggers = (b"atomic", b"begin", b"transaction")
     # Infra holding a transaction across a network call drains the pool just the same.
     skips_infra = False
 
@@ -169,11 +167,11 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         return callables
 
     @classmethod
-    def might_match(cls, data: bytes, config: Config) -> bool:
-        # The substring test is much cheaper than the search and rules most files out.
-        if not any(trigger in data for trigger in cls.triggers):
+    def might_match(cls, source: Source, config: Config) -> bool:
+        # The substring tests are much cheaper than the search and rule most files out.
+        if not source.has(b"atomic", b"begin", b"transaction") or not source.holds(might_call_network):
             return False
-        return _OPENER.search(data) is not None and might_call_network(data)
+        return _OPENER.search(source.data) is not None
 
     def check(self) -> Iterator[Finding]:
         self.visit(self.context.tree)

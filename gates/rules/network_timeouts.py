@@ -19,6 +19,7 @@ from corral.gates.findings import Finding
 from corral.gates.jobs import UNRESOLVED, JobKind, job_kinds, keyword
 from corral.gates.names import Scope
 from corral.gates.network import CALLS, CLIENTS, NetworkCall, NetworkCalls, might_call_network
+from corral.gates.prefilter import Source
 from corral.gates.registry import FileContext, Rule
 from corral.gates.rules.job_timeouts import might_declare_jobs
 from corral.gates.values import StaticValues, Unresolved
@@ -38,7 +39,6 @@ class NetworkTimeouts(Rule):
     codes: ClassVar[dict[str, str]] = {
         CODE: "a network call inside a job without a timeout shorter than the job's",
     }
-    triggers = ()
 
     VALID = (
         """
@@ -69,8 +69,8 @@ class NetworkTimeouts(Rule):
         self.reported: set[int] = set()
 
     @classmethod
-    def might_match(cls, data: bytes, config: Config) -> bool:
-        return might_declare_jobs(data) and might_call_network(data)
+    def might_match(cls, source: Source, config: Config) -> bool:
+        return source.holds(might_declare_jobs) and source.holds(might_call_network)
 
     def check(self) -> Iterator[Finding]:
         for kind in job_kinds(self.context):

@@ -13,11 +13,13 @@ from typing import ClassVar
 
 from corral.gates.config import Config
 from corral.gates.findings import Finding
+from corral.gates.prefilter import Source
 from corral.gates.registry import FileContext, Rule, ScopedVisitor, lines_mentioning
 from corral.gates.spawners import (
     CONFIGURED,
     EXECUTOR,
     LOOP_METHOD,
+    PACKAGE_WORDS,
     PROCESS,
     SPAWNERS,
     TASK,
@@ -40,11 +42,8 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         CONFIGURED: "a spawner named in extend-spawners outside infra",
     }
     # Every finding's line (an alias's too, where it is bound) names the API itself, and the file names
-    # the module the API comes from: each name is paired with the module words it can come from.
-    triggers = (
-        *(b"Thread", b"Timer", b"start_new", b"Process", b"fork", b"Pool", b"create_task", b"ensure_future"),
-        *(b"run_coroutine_threadsafe", b"run_in_executor"),
-    )
+    # the module the API comes from: each name is paired with the module words it can come from (`fork`,
+    # the one name of `os` and `pty`, is read on its own).
     sources: ClassVar[dict[bytes, tuple[bytes, ...]]] = {
         b"Thread": (b"thread", b"concurrent", b"multiprocessing"),
         b"Timer": (b"thread",),
@@ -162,19 +161,16 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         self.found: list[Finding] = []
 
     @classmethod
-    def might_match(cls, data: bytes, config: Config) -> bool:
+    def might_match(cls, source: Source, config: Config) -> bool:
         for name in config.extend_spawners:
             module, _, leaf = name.rpartition(".")
-            if leaf.encode() in data and module.partition(".")[0].encode() in data:
+            if source.has(leaf.encode()) and source.has(module.partition(".")[0].encode()):
                 return True
-        for trigger in cls.triggers:
-            if trigger in data:
-                if trigger == b"fork":
-                    if _OS_MODULES.search(data) is not None:
-                        return True
-                elif any(module in data for module in cls.sources[trigger]):
-                    return True
-        return False
+        if source.has(b"fork") and _OS_MODULES.search(source.data) is not None:
+            return True
+        if not source.has(*PACKAGE_WORDS):
+            return False
+        return any(source.has(trigger) and source.has(*modules) for trigger, modules in cls.sources.items())
 
     def check(self) -> Iterator[Finding]:
         self.visit(self.context.tree)

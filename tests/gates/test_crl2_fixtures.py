@@ -135,12 +135,13 @@ def test_type_checking_blocks_are_skipped() -> None:
 
 
 def test_prefilter_is_sound_for_every_fixture() -> None:
+    from corral.gates.prefilter import Source
     from corral.gates.rules.job_timeouts import JobTimeouts
     from corral.gates.rules.network_timeouts import NetworkTimeouts
 
     for fixture in FIXTURE_FILES:
         data = fixture.read_bytes()
-        assert JobTimeouts.might_match(data, CONFIG), fixture.name
+        assert JobTimeouts.might_match(Source(data), CONFIG), fixture.name
         if "CRL210" in fixture.read_text():
-            assert NetworkTimeouts.might_match(data, CONFIG)
-    assert not JobTimeouts.might_match(b"import os\nprint(os.getcwd())\n", CONFIG)
+            assert NetworkTimeouts.might_match(Source(data), CONFIG)
+    assert not JobTimeouts.might_match(Source(b"import os\nprint(os.getcwd())\n"), CONFIG)

@@ -13,6 +13,7 @@ from corral.gates.config import Config
 from corral.gates.engine import check_source
 from corral.gates.names import ModuleNames
 from corral.gates.network import NetworkCalls, might_call_network
+from corral.gates.prefilter import Source
 from corral.gates.rules import CODES
 from corral.gates.rules.network_in_transaction import NetworkInTransaction
 from expectations import FIXTURES, example_source, expected_findings
@@ -56,16 +57,16 @@ def test_fixtures_cover_every_kind_of_scope_and_library() -> None:
     [*(fixture.read_text() for fixture in FIXTURE_FILES), *map(example_source, NetworkInTransaction.INVALID)],
 )
 def test_prefilter_admits_every_file_with_a_finding(source: str) -> None:
-    assert NetworkInTransaction.might_match(source.encode(), CONFIG)
+    assert NetworkInTransaction.might_match(Source(source.encode()), CONFIG)
 
 
 def test_prefilter_skips_files_without_a_transaction_or_a_network_module() -> None:
     no_network = b"from django.db import transaction\nwith transaction.atomic():\n    save()\n"
     no_transaction = b"import requests\nrequests.post(url, timeout=5)\n"
-    assert not NetworkInTransaction.might_match(no_network, CONFIG)
-    assert not NetworkInTransaction.might_match(no_transaction, CONFIG)
+    assert not NetworkInTransaction.might_match(Source(no_network), CONFIG)
+    assert not NetworkInTransaction.might_match(Source(no_transaction), CONFIG)
     # A relative import resolves against the file's own package, which may be a network library.
-    assert might_call_network(b"from . import get\n")
+    assert might_call_network(Source(b"from .api import get\n", "requests/sessions.py"))
 
 
 @pytest.mark.parametrize(
@@ -80,7 +81,7 @@ def test_prefilter_skips_files_without_a_transaction_or_a_network_module() -> No
 )
 def test_prefilter_stays_linear(data: bytes) -> None:
     started = time.perf_counter()
-    NetworkInTransaction.might_match(data, CONFIG)
+    NetworkInTransaction.might_match(Source(data), CONFIG)
     assert time.perf_counter() - started < 1
 
 

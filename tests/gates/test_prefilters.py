@@ -1,0 +1,212 @@
+"""The prefilters are sound: skipping a file's parse never hides one of its findings or facts.
+
+Each check compares `check_source` as the gate runs it with every applicable rule run on the parsed file
+(`prefilter=False`): over every fixture and rule example, over spellings chosen to slip past a textual
+filter, and over real code (the standard library's modules that start threads, processes and tasks or
+talk to the network, and the installed job frameworks). Then the other side: the files a prefilter must
+rule out, which is what keeps the gate fast.
+"""
+
+from __future__ import annotations
+
+import sysconfig
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from corral.gates.config import Config
+from corral.gates.engine import check_source
+from corral.gates.network import might_call_network
+from corral.gates.prefilter import Source
+from corral.gates.rules import RULES
+from corral.gates.rules.hidden_spawners import HiddenSpawners
+from corral.gates.rules.job_timeouts import JobTimeouts
+from corral.gates.rules.network_in_transaction import NetworkInTransaction
+from corral.gates.rules.unmanaged_concurrency import UnmanagedConcurrency
+from expectations import example_source, rule_fixture_folders
+
+CONFIG = Config(root=Path("/project"), extend_spawners=("gevent.spawn",))
+
+
+def assert_prefilter_hides_nothing(relpath: str, data: bytes) -> None:
+    filtered = check_source(relpath, data, CONFIG)
+    unfiltered = check_source(relpath, data, CONFIG, prefilter=False)
+    assert (filtered.findings, filtered.facts) == (unfiltered.findings, unfiltered.facts), relpath
+
+
+FIXTURES = [file for folder in rule_fixture_folders() for file in sorted(folder.glob("*.py"))]
+EXAMPLES = [example for rule in RULES for example in (*rule.VALID, *rule.INVALID)]
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda path: f"{path.parent.name}/{path.stem}")
+def test_fixtures(fixture: Path) -> None:
+    assert_prefilter_hides_nothing(f"app/{fixture.name}", fixture.read_bytes())
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_rule_examples(example: str) -> None:
+    assert_prefilter_hides_nothing("app/module.py", example_source(example).encode())
+
+
+# Each holds a finding that a filter reading words, lines or import statements too literally would miss.
+SLIPPERY = {
+    "getattr through a chain of aliases": """
+        import threading as t
+        first = t
+        second = first
+        getattr(second, name)
+        """,
+    "loop bound over several lines": """
+        import asyncio
+        loop = (
+            asyncio.get_event_loop()
+        )
+        getattr(loop, name)
+        """,
+    "getattr itself aliased": """
+        import threading
+        fetch = getattr
+        fetch(threading, name)
+        """,
+    "getattr on a submodule": """
+        import asyncio
+        getattr(asyncio.tasks, name)
+        """,
+    "loop factory imported in parentheses": """
+        from asyncio import (
+            get_event_loop as current,
+        )
+        loop = current()
+        getattr(loop, name)
+        """,
+    "parameter annotated with a loop type in a string": """
+        import asyncio
+        def run(loop: "asyncio.AbstractEventLoop", name):
+            return getattr(loop, name)
+        """,
+    "parenthesised getattr argument": """
+        import os
+        getattr((os), "fork")
+        """,
+    "os imported after a continuation": """
+        import sys, \\
+            os
+        os.fork()
+        """,
+    "os imported beside an alias": """
+        import sys as system, os
+        os.fork()
+        """,
+    "star import after a continuation": """
+        from os import \\
+            *
+        """,
+    "urllib.request named inside parentheses": """
+        from urllib import (
+            request,
+        )
+        from django.db import transaction
+        with transaction.atomic():
+            request.urlopen(url, timeout=5)
+        """,
+    "urllib.request reached through import urllib.parse": """
+        import urllib.parse
+        from django.db import transaction
+        with transaction.atomic():
+            urllib.request.urlopen(url, timeout=5)
+        """,
+    "network module aliased after another": """
+        import json as j, requests
+        from django.db import transaction
+        with transaction.atomic():
+            requests.get(url, timeout=5)
+        """,
+    # Python reads identifiers NFKC-normalised: these are fullwidth letters spelling `threading`.
+    "spawner module named with look-alike letters": """
+        import \uff54\uff48\uff52\uff45\uff41\uff44\uff49\uff4e\uff47
+        \uff54\uff48\uff52\uff45\uff41\uff44\uff49\uff4e\uff47.Thread(target=print)
+        """,
+}
+
+
+@pytest.mark.parametrize("source", SLIPPERY.values(), ids=list(SLIPPERY))
+def test_slippery_spellings(source: str) -> None:
+    data = textwrap.dedent(source).encode()
+    assert check_source("app/module.py", data, CONFIG, prefilter=False).findings, "the case must hold a finding"
+    assert_prefilter_hides_nothing("app/module.py", data)
+
+
+def test_relative_imports_that_climb_out_of_every_package() -> None:
+    # As `names.py` resolves them, these name the top-level `requests` package itself.
+    data = (
+        b"from .. import requests\n"
+        b"from django.db import transaction\n"
+        b"with transaction.atomic():\n"
+        b"    requests.get(u, timeout=5)\n"
+    )
+    assert check_source("app/views.py", data, CONFIG, prefilter=False).findings
+    assert_prefilter_hides_nothing("app/views.py", data)
+    assert_prefilter_hides_nothing("views.py", data.replace(b"from ..", b"from ."))
+
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+PURELIB = Path(sysconfig.get_paths()["purelib"])
+REAL_CODE = [
+    *(STDLIB / name for name in ("asyncio", "concurrent", "multiprocessing", "http", "urllib", "xmlrpc")),
+    *(STDLIB / f"{name}.py" for name in ("socketserver", "smtplib", "threading", "subprocess", "pty", "os")),
+    *(PURELIB / name for name in ("huey", "procrastinate", "psycopg", "psycopg_pool")),
+]
+
+
+@pytest.mark.parametrize("location", REAL_CODE, ids=lambda path: path.name)
+def test_real_code(location: Path) -> None:
+    files = [location] if location.is_file() else sorted(location.rglob("*.py"))
+    assert files, location
+    for file in files:
+        # Checked as domain code, so that every rule applies.
+        assert_prefilter_hides_nothing(f"app/{file.relative_to(location.parent)}", file.read_bytes())
+
+
+# What each prefilter rules out: code that mentions the words a finding needs without holding one.
+RULED_OUT = [
+    (HiddenSpawners, "import os\nclass A:\n    def f(self, name):\n        return getattr(self, name)\n"),
+    (HiddenSpawners, "import threading\ntry:\n    pass\nexcept Exception as error:\n    getattr(error, 'args')\n"),
+    (HiddenSpawners, "import asyncio\nfrom concurrent import futures\nvalue = getattr(options, 'timeout')\n"),
+    (UnmanagedConcurrency, "import threading\nlock = threading.Lock()\n"),
+    (UnmanagedConcurrency, "import asyncio\nfrom .models import Process\n"),
+    (NetworkInTransaction, "from urllib.parse import quote as urlquote\nwith transaction.atomic():\n    save()\n"),
+    (NetworkInTransaction, "from .client import DatabaseClient\nwith transaction.atomic():\n    save()\n"),
+    (JobTimeouts, "import functools\n@functools.cache\ndef compute(): ...\n"),
+]
+
+
+@pytest.mark.parametrize(("rule", "source"), RULED_OUT, ids=lambda value: getattr(value, "__name__", ""))
+def test_ruled_out(rule: type, source: str) -> None:
+    assert not rule.might_match(Source(source.encode(), "django/db/backends/sqlite3/base.py"), CONFIG)
+
+
+def test_relative_imports_inside_a_network_package_count() -> None:
+    assert might_call_network(Source(b"from .api import get\n", "requests/sessions.py"))
+    assert not might_call_network(Source(b"from .api import get\n", "shop/sessions.py"))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"getattr(" + b"x = (\n" * 20_000,
+        b"import threading\n" + b"getattr(a, b)\na = b\nb = a\n" * 5_000,
+        b"import threading\n" + b"".join(b"getattr(n%d, x)\nn%d = m\n" % (i, i) for i in range(20_000)),
+        b"import threading\ngetattr(x, y)\n" + b"x = " * 50_000,
+        b"from " * 100_000,
+        b"from ." * 100_000,
+        b"import " + b"a, " * 100_000,
+        b"transaction.atomic " + b"x.\\\n" * 50_000,
+    ],
+    ids=["unclosed", "cycle", "many-heads", "chained", "many-from", "many-relative", "long-import", "continuations"],
+)
+def test_prefilters_stay_linear(data: bytes) -> None:
+    for rule in RULES:
+        started = time.perf_counter()
+        rule.might_match(Source(data, "app/module.py"), CONFIG)
+        assert time.perf_counter() - started < 1, rule.__name__
