@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import compileall
+import importlib.util
 import resource
 import subprocess
 import sys
@@ -29,6 +31,19 @@ def fetch_django(version: str) -> Path:
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(source)
     return source
+
+
+def compile_corral() -> None:
+    """Byte-compile the corral being measured, as `pip install` does for a wheel.
+
+    An editable install only gets its bytecode on a first import that may write it; under
+    PYTHONDONTWRITEBYTECODE (set in CI) every run would compile corral's modules again, a cost no
+    installed corral pays."""
+    spec = importlib.util.find_spec("corral")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("corral is not installed in this interpreter")
+    for location in spec.submodule_search_locations:
+        compileall.compile_dir(location, quiet=1)
 
 
 class Timing(NamedTuple):

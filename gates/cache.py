@@ -9,8 +9,6 @@ never be served. One JSON file per settings fingerprint keeps a warm run to one 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -50,6 +48,9 @@ class Cache:
     def open(cls, config: Config) -> Cache:
         # The rules' own code is part of the name through the package's source stamp: an upgrade, or an
         # edit in a development checkout, never serves results of the old rules.
+        import hashlib
+        import json
+
         stamp = f"{FORMAT}-{_source_stamp()}-{config.fingerprint()}"
         name = hashlib.blake2b(stamp.encode(), digest_size=10).hexdigest()
         file = config.root / CACHE_DIR / f"results-{name}.json"
@@ -66,6 +67,8 @@ class Cache:
         return len(self.results)
 
     def key(self, relpath: str, data: bytes) -> str:
+        import hashlib
+
         digest = hashlib.blake2b(data, digest_size=16)
         digest.update(b"\0" + relpath.encode("utf-8", "surrogateescape"))
         return digest.hexdigest()
@@ -126,6 +129,8 @@ class Cache:
             gitignore = self.file.parent / ".gitignore"
             if not gitignore.exists():
                 gitignore.write_text("*\n")
+            import json
+
             temporary = self.file.with_suffix(f".{os.getpid()}.tmp")
             with temporary.open("w", encoding="utf-8") as out:
                 json.dump({"results": results, "stamps": stamps}, out, separators=(",", ":"))
@@ -137,6 +142,8 @@ class Cache:
 
 def _source_stamp() -> str:
     """Modification times of corral's gate modules: a cheap stand-in for 'the rules changed'."""
+    import hashlib
+
     package = Path(__file__).parent
     stamps: list[str] = []
     for directory in (package, package / "rules"):

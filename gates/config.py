@@ -6,8 +6,6 @@ naming the key and the file, because a misspelt key that silently did nothing wo
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import sys
@@ -15,11 +13,6 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 DEFAULT_INFRA = ("**/infra/**",)
 DEFAULT_TESTS = ("tests/**", "**/tests/**", "**/test_*.py", "**/*_test.py", "**/conftest.py")
@@ -90,6 +83,9 @@ class Config(NamedTuple):
         """What the cached results depend on besides a file's content."""
         settings = {name: getattr(self, key.attribute) for name, key in KEYS.items()}
         settings["root"] = str(self.root)
+        import hashlib
+        import json
+
         return hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=12).hexdigest()
 
     def is_infra(self, relpath: str) -> bool:
@@ -151,6 +147,12 @@ def _is(path: Path, test: Callable[[Path], bool]) -> bool:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    # Loaded only when there is a file to read: most runs of a project without settings never need it.
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+
     try:
         with path.open("rb") as handle:
             document: dict[str, Any] = tomllib.load(handle)

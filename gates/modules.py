@@ -11,7 +11,6 @@ Where a module is looked for: `a/b.py`, `a/b/__init__.py`, then the same under `
 from __future__ import annotations
 
 import ast
-import hashlib
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -103,6 +102,8 @@ def forget() -> None:
 
 
 def content_digest(data: bytes) -> str:
+    import hashlib  # loaded on first use: most files never read another module
+
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
@@ -152,6 +153,8 @@ def scan_signature(root: Path, needle: bytes) -> tuple[tuple[str, ...], str]:
             except OSError:
                 continue
         found = _SCANS[key] = tuple(matches)
+    import hashlib
+
     return found, hashlib.blake2b("\0".join(found).encode(), digest_size=16).hexdigest()
 
 

@@ -25,7 +25,7 @@ from functools import cached_property
 from typing import NamedTuple, TypeVar
 
 from corral.gates.names import ModuleNames, Scope, arguments_of, module_name_for
-from corral.gates.prefilter import WHITESPACE, WORD, Source, logical_line_end, starts_word
+from corral.gates.prefilter import RELATIVE_IMPORT, WHITESPACE, WORD, Source, logical_line_end, starts_word
 
 _T = TypeVar("_T")
 
@@ -155,15 +155,16 @@ _NETWORK_IMPORT = re.compile(
 )
 # `urllib` and `http` hold more than network code: `urllib.parse` and `http.HTTPStatus` talk to nobody.
 _NEEDS_SUBMODULE = {b"urllib": b"request", b"http": b"client"}
-# `from .` / `from ..pkg` (the dots may be spaced), and every word a relative import of a network API can
-# name: a relative import that climbs out of every package names the network package itself.
-_RELATIVE_LEVEL = re.compile(rb"from" + WHITESPACE + rb"*(\.(?:" + WHITESPACE + rb"|\.)*)")
+# Every word a relative import of a network API can name: one that climbs out of every package names the
+# network package itself.
 _RELATIVE_WORDS = frozenset(part.encode() for name in (*CALLS, *CLIENTS) for part in name.split("."))
 
 
 def might_call_network(source: Source) -> bool:
     """False only when no call in the file can resolve to a network API: a sound prefilter for rules."""
-    return (source.has(*_PACKAGE_WORDS) and _imports_network_package(source.data)) or _relative_may_reach(source)
+    return (source.imports_any(*_PACKAGE_WORDS) and _imports_network_package(source.data)) or _relative_may_reach(
+        source
+    )
 
 
 def _imports_network_package(data: bytes) -> bool:
@@ -196,7 +197,7 @@ def _relative_may_reach(source: Source) -> bool:
     parts = package.split(".") if package else []
     inside = not parts or parts[0] in NETWORK_PACKAGES
     data = source.data
-    for match in _RELATIVE_LEVEL.finditer(data):
+    for match in RELATIVE_IMPORT.finditer(data):
         if not starts_word(data, match.start()):
             continue
         if not inside and match.group(1).count(b".") - 1 < len(parts):

@@ -11,7 +11,6 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable
-from urllib.parse import quote
 
 from corral.gates.engine import CheckResult
 from corral.gates.findings import Finding
@@ -72,6 +71,8 @@ def render_github(result: CheckResult) -> str:
 
 
 def _sarif_result(finding: Finding, index: int) -> dict[str, object]:
+    from urllib.parse import quote
+
     location = {
         "artifactLocation": {"uri": quote(finding.path), "uriBaseId": "SRCROOT"},
         "region": {"startLine": finding.line, "startColumn": finding.col},
@@ -145,12 +146,14 @@ def render_markdown(result: CheckResult) -> str:
     )
 
 
-_XML_ILLEGAL = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# Compiled on first use (by `re`'s own cache): the character ranges cost milliseconds to compile, and most
+# runs write other formats.
+_XML_ILLEGAL = "[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 
 
 def _xml_text(text: str) -> str:
     """`text` without the characters XML 1.0 cannot hold at all (escaping is ElementTree's job)."""
-    return _XML_ILLEGAL.sub("\ufffd", text)
+    return re.sub(_XML_ILLEGAL, "\ufffd", text)
 
 
 def render_junit(result: CheckResult) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from corral.gates.prefilter import WHITESPACE, Source
+from corral.gates.prefilter import Source
 
 THREAD = "CRL101"
 PROCESS = "CRL102"
@@ -71,29 +71,35 @@ def display_name(name: str) -> str:
 
 
 # -- what the prefilters of the CRL1 rules read ---------------------------------------------------------
-# A name resolves to a spawner module only through an import that names it, so a file that names none of
-# these packages (or imports `os` / `pty`) holds no CRL1 finding.
+# A name resolves to a spawner module only through an import that names it, so a file whose imports name
+# none of these packages (nor `os` / `pty`) holds no CRL1 finding.
 PACKAGE_WORDS = (b"thread", b"multiprocessing", b"concurrent", b"asyncio")
-# `import os`, `import sys, os.path as p`, `from os import fork` (each pattern starts with its literal).
-_IMPORTS_OS = (
-    re.compile(
-        rb"import"
-        + WHITESPACE
-        + rb"+(?:[\w.]+(?:"
-        + WHITESPACE
-        + rb"+as"
-        + WHITESPACE
-        + rb"+\w+)?"
-        + WHITESPACE
-        + rb"*,"
-        + WHITESPACE
-        + rb"*)*(?:os|pty)\b"
-    ),
-    re.compile(rb"from" + WHITESPACE + rb"+(?:os|pty)\b"),
-)
+OS_OR_PTY = re.compile(rb"(?<![\w.\x80-\xff])(?:os|pty)(?![\w\x80-\xff])")
+
+
+# Each spawner's own name, and the packages it can come from (`create_task` of a loop: asyncio).
+SPAWNER_NAMES: dict[bytes, frozenset[str]] = {}
+for _name in SPAWNERS:
+    _module, _, _leaf = _name.rpartition(".")
+    _package = "asyncio" if _module == "<loop>" else _module.partition(".")[0]
+    SPAWNER_NAMES[_leaf.encode()] = SPAWNER_NAMES.get(_leaf.encode(), frozenset()) | {_package}
+
+
+def may_import(source: Source, module: str) -> bool:
+    """Whether a name in the file may resolve into `module`: its imports name the module's package, or
+    the file lies inside that package (a project's own module, which relative imports reach)."""
+    package = module.partition(".")[0]
+    if package in ("os", "pty"):
+        return source.holds(imports_os)
+    return source.imports_any(package.encode()) or source.relpath.partition("/")[0] == package
+
+
+def imports_os(source: Source) -> bool:
+    """Whether the file's imports may bind `os` or `pty` (whose `fork` spawns)."""
+    return source.imports_any(b"os", b"pty") and OS_OR_PTY.search(source.imports) is not None
 
 
 def imports_spawner_module(source: Source) -> bool:
     """False only when no name in the file can resolve to a spawner module, one of its submodules, or an
     event loop (whose factories and types live in asyncio)."""
-    return source.has(*PACKAGE_WORDS) or any(pattern.search(source.data) for pattern in _IMPORTS_OS)
+    return source.imports_any(*PACKAGE_WORDS) or source.holds(imports_os)

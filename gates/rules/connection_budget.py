@@ -70,7 +70,8 @@ class ConnectionBudget(Rule, ScopedVisitor):
 
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:
-        return source.has(b"corral") and source.has(b"Runtime")
+        # `Runtime` resolves to corral's only through an import naming corral (or inside corral itself).
+        return (source.imports_any(b"corral") or source.relpath.startswith("corral/")) and source.has(b"Runtime")
 
     def check(self) -> Iterator[Finding]:
         self.visit(self.context.tree)

@@ -32,9 +32,9 @@ _MODULES = rb"(?:threading|_thread|multiprocessing|concurrent|asyncio|os|pty)\b"
 # A dynamic import of a spawner module names the module in a string (the import function may be aliased).
 _QUOTED_MODULE = re.compile(rb"['\"]" + _MODULES)
 _QUOTED_OS = (b"'os", b'"os', b"'pty", b'"pty')
-_STAR_IMPORT = re.compile(
-    rb"from" + WHITESPACE + rb"+" + _MODULES + rb"[\w.]*" + WHITESPACE + rb"+import" + WHITESPACE + rb"*\*"
-)
+# Any star import: in a file whose imports name a spawner package, it may be one of that package's modules
+# (relative ones too, inside the package itself).
+_STAR_IMPORT = re.compile(rb"import" + WHITESPACE + rb"*\*")
 # `getattr` named without being called: an alias, or the function passed on.
 _GETATTR_UNCALLED = re.compile(rb"getattr(?![\w\x80-\xff])(?!" + WHITESPACE + rb"*\()")
 # The first name of a getattr call's first argument (`threading`, `asyncio` of `asyncio.tasks`, `loop`).
@@ -43,11 +43,13 @@ _IMPORTS = (re.compile(rb"import(?![\w\x80-\xff])"), re.compile(rb"from(?![\w\x8
 _OS_OR_PTY = re.compile(rb"(?<![\w.\x80-\xff])(?:os|pty)(?![\w\x80-\xff])")
 # The name an assignment's value starts with (after `(`), and whether a walrus binds it to what follows.
 _VALUE_HEAD = re.compile(rb"(?:" + WHITESPACE + rb"|\()*(" + NAME + rb")(" + WHITESPACE + rb"*:=)?")
+# Packages whose own modules reach spawner modules through relative imports.
+_SPAWNER_PACKAGES = frozenset(module.partition(".")[0] for module in SPAWNER_MODULES if "." in module)
 # How many names the prefilter follows through assignments before it gives up and admits the file.
 _FOLLOW_AT_MOST = 24
 
 
-def _may_reach_spawner_module(data: bytes) -> bool:
+def _may_reach_spawner_module(data: bytes, *, in_spawner_package: bool) -> bool:
     """Whether a getattr call may have a spawner module or an event loop as its first argument.
 
     As `names.py` resolves it, that argument starts with a name bound by an import of a spawner module
@@ -61,7 +63,7 @@ def _may_reach_spawner_module(data: bytes) -> bool:
     heads = set(_GETATTR_HEAD.findall(data))
     if not heads:
         return False
-    imported = _words_of_spawner_imports(data)
+    imported = _words_of_spawner_imports(data, relative_too=in_spawner_package)
     if imported is None:
         return True
     pending, seen = list(heads), set(heads)
@@ -80,8 +82,9 @@ def _may_reach_spawner_module(data: bytes) -> bool:
     return False
 
 
-def _words_of_spawner_imports(data: bytes) -> set[bytes] | None:
-    """Every word of the import statements that name a spawner package (None: one too long to read)."""
+def _words_of_spawner_imports(data: bytes, *, relative_too: bool) -> set[bytes] | None:
+    """Every word of the import statements that name a spawner package, and of relative ones when the
+    file lies inside such a package (None: a statement too long to read)."""
     words: set[bytes] = set()
     for match in (match for pattern in _IMPORTS for match in pattern.finditer(data)):
         if not starts_word(data, match.start()):
@@ -90,7 +93,11 @@ def _words_of_spawner_imports(data: bytes) -> set[bytes] | None:
         if end == -1:
             return None
         statement = data[match.end() : end]
-        if any(package in statement for package in PACKAGE_WORDS) or _OS_OR_PTY.search(statement):
+        if (
+            any(package in statement for package in PACKAGE_WORDS)
+            or _OS_OR_PTY.search(statement)
+            or (relative_too and statement.lstrip(b" \t\f\\\r\n").startswith(b"."))
+        ):
             words.update(WORD.findall(statement))
     return words
 
@@ -206,7 +213,8 @@ class HiddenSpawners(Rule, ScopedVisitor):
             return True
         if not source.holds(imports_spawner_module):
             return False
-        if source.has(b"getattr") and _may_reach_spawner_module(data):
+        in_spawner_package = source.relpath.partition("/")[0] in _SPAWNER_PACKAGES
+        if source.has(b"getattr") and _may_reach_spawner_module(data, in_spawner_package=in_spawner_package):
             return True
         return _STAR_IMPORT.search(data) is not None
 

@@ -22,7 +22,8 @@ from corral.gates.registry import Rule
 # (corral), `.task`/`shared_task`/`db_task` (Celery, Huey, taskiq, Procrastinate), `actor` (Dramatiq),
 # `job` (RQ); arq's `func`/`cron` and settings, and SAQ's `CronJob` and settings, count only in a file
 # that imports `arq` / `saq`.
-_NAMES_OF_DECLARATIONS = (b"task", b"job", b"periodic", b"actor", b"arq", b"saq")
+_NAMES_OF_DECLARATIONS = (b"task", b"job", b"periodic", b"actor")
+_IMPORTED_FRAMEWORKS = (b"arq", b"saq")
 _METHOD_NAMES = re.compile(rb"(?:job|periodic|task|periodic_task|db_task|db_periodic_task)\b")
 TRIGGERS = (b"shared_task", b"rq.decorators", b"djhuey", b"CronJob")
 ARQ_WORDS = (b"func", b"cron")
@@ -30,7 +31,7 @@ ARQ_WORDS = (b"func", b"cron")
 
 def might_declare_jobs(source: Source) -> bool:
     """False only when no job kind can be declared in the file: the prefilter of every CRL2 rule."""
-    if not source.has(*_NAMES_OF_DECLARATIONS):
+    if not (source.has(*_NAMES_OF_DECLARATIONS) or source.imports_any(*_IMPORTED_FRAMEWORKS)):
         return False
     data = source.data
     return (
@@ -38,7 +39,7 @@ def might_declare_jobs(source: Source) -> bool:
         # The regular expressions only run on files holding their words (most files hold none).
         or (source.has(b"job", b"periodic", b"task") and _names_a_method(data))
         or (source.has(b"actor", b"functions", b"cron_jobs") and _names_a_setting(data))
-        or (source.has(b"arq") and source.has(*ARQ_WORDS))
+        or (source.imports_any(b"arq") and source.has(*ARQ_WORDS))
     )
 
 

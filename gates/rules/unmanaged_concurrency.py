@@ -7,7 +7,6 @@ default: each is a finding, because each is a way for domain code to start work 
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterator
 from typing import ClassVar
 
@@ -19,17 +18,18 @@ from corral.gates.spawners import (
     CONFIGURED,
     EXECUTOR,
     LOOP_METHOD,
-    PACKAGE_WORDS,
     PROCESS,
+    SPAWNER_NAMES,
     SPAWNERS,
     TASK,
     THREAD,
     display_name,
+    imports_spawner_module,
+    may_import,
     spawner_code,
 )
 
 ADVICE = "outside infra; enqueue a job or call an infra helper instead"
-_OS_MODULES = re.compile(rb"\b(?:os|pty)\b")
 
 
 class UnmanagedConcurrency(Rule, ScopedVisitor):
@@ -41,20 +41,8 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         LOOP_METHOD: "create_task or run_in_executor on an event loop outside infra",
         CONFIGURED: "a spawner named in extend-spawners outside infra",
     }
-    # Every finding's line (an alias's too, where it is bound) names the API itself, and the file names
-    # the module the API comes from: each name is paired with the module words it can come from (`fork`,
-    # the one name of `os` and `pty`, is read on its own).
-    sources: ClassVar[dict[bytes, tuple[bytes, ...]]] = {
-        b"Thread": (b"thread", b"concurrent", b"multiprocessing"),
-        b"Timer": (b"thread",),
-        b"start_new": (b"thread",),
-        b"Process": (b"multiprocessing", b"concurrent"),
-        b"Pool": (b"multiprocessing", b"concurrent"),
-        b"create_task": (b"asyncio",),
-        b"ensure_future": (b"asyncio",),
-        b"run_coroutine_threadsafe": (b"asyncio",),
-        b"run_in_executor": (b"asyncio",),
-    }
+    # Every finding's line (an alias's too, where it is bound) names the API itself as a whole word, and
+    # the file's imports name the package the API comes from (`spawners.SPAWNER_NAMES`).
 
     VALID = (
         """
@@ -164,13 +152,14 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
     def might_match(cls, source: Source, config: Config) -> bool:
         for name in config.extend_spawners:
             module, _, leaf = name.rpartition(".")
-            if source.has(leaf.encode()) and source.has(module.partition(".")[0].encode()):
+            if source.has_word(leaf.encode()) and may_import(source, module):
                 return True
-        if source.has(b"fork") and _OS_MODULES.search(source.data) is not None:
-            return True
-        if not source.has(*PACKAGE_WORDS):
+        if not source.holds(imports_spawner_module):
             return False
-        return any(source.has(trigger) and source.has(*modules) for trigger, modules in cls.sources.items())
+        return any(
+            any(may_import(source, package) for package in packages) and source.has_word(name)
+            for name, packages in SPAWNER_NAMES.items()
+        )
 
     def check(self) -> Iterator[Finding]:
         self.visit(self.context.tree)

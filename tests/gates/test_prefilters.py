@@ -137,6 +137,19 @@ def test_slippery_spellings(source: str) -> None:
     assert_prefilter_hides_nothing("app/module.py", data)
 
 
+@pytest.mark.parametrize(
+    ("relpath", "source"),
+    [
+        ("concurrent/futures/mine.py", "from .thread import ThreadPoolExecutor\nThreadPoolExecutor()\n"),
+        ("asyncio/mine.py", "from . import tasks\ngetattr(tasks, name)\n"),
+        ("asyncio/mine.py", "from .tasks import *\n"),
+    ],
+)
+def test_relative_imports_inside_a_spawner_package(relpath: str, source: str) -> None:
+    assert check_source(relpath, source.encode(), CONFIG, prefilter=False).findings
+    assert_prefilter_hides_nothing(relpath, source.encode())
+
+
 def test_relative_imports_that_climb_out_of_every_package() -> None:
     # As `names.py` resolves them, these name the top-level `requests` package itself.
     data = (
@@ -164,8 +177,12 @@ def test_real_code(location: Path) -> None:
     files = [location] if location.is_file() else sorted(location.rglob("*.py"))
     assert files, location
     for file in files:
-        # Checked as domain code, so that every rule applies.
-        assert_prefilter_hides_nothing(f"app/{file.relative_to(location.parent)}", file.read_bytes())
+        relpath = str(file.relative_to(location.parent))
+        data = file.read_bytes()
+        # As its own package (relative imports then resolve into asyncio, requests, ...), and inside a
+        # project package; both as domain code, so that every rule applies.
+        assert_prefilter_hides_nothing(relpath, data)
+        assert_prefilter_hides_nothing(f"app/{relpath}", data)
 
 
 # What each prefilter rules out: code that mentions the words a finding needs without holding one.
@@ -200,10 +217,21 @@ def test_relative_imports_inside_a_network_package_count() -> None:
         b"import threading\ngetattr(x, y)\n" + b"x = " * 50_000,
         b"from " * 100_000,
         b"from ." * 100_000,
+        b"import threading\nfrom .x import (\n" * 20_000,
         b"import " + b"a, " * 100_000,
         b"transaction.atomic " + b"x.\\\n" * 50_000,
     ],
-    ids=["unclosed", "cycle", "many-heads", "chained", "many-from", "many-relative", "long-import", "continuations"],
+    ids=[
+        "unclosed",
+        "cycle",
+        "many-heads",
+        "chained",
+        "many-from",
+        "many-relative",
+        "unclosed-relative",
+        "long-import",
+        "continuations",
+    ],
 )
 def test_prefilters_stay_linear(data: bytes) -> None:
     for rule in RULES:
