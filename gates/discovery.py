@@ -18,29 +18,36 @@ SKIPPED_DIRS = frozenset(
 
 
 def discover(paths: Iterable[str]) -> list[str]:
-    """Absolute paths of the Python files under `paths`, without duplicates, in a stable order.
+    """Absolute paths of the Python files under `paths`, without duplicates, sorted.
 
     A path that cannot be followed (a dangling link, a link loop) or a folder that cannot be listed is
     returned too: reading it fails, and that failure is a CRL001 finding rather than a silent skip."""
-    found: dict[str, None] = {}
+    return sorted(iter_files(paths))
+
+
+def iter_files(paths: Iterable[str]) -> Iterator[str]:
+    """The files of `discover`, each once, in the order they are found (a walk yields as it goes, so the
+    files found first can be checked while the rest are still being looked for)."""
+    seen: set[str] = set()
     for given in paths:
         path = os.path.realpath(given)
         if os.path.isfile(path):
-            if path.endswith(PYTHON_SUFFIXES):
-                found[path] = None
+            files: Iterable[str] = (path,) if path.endswith(PYTHON_SUFFIXES) else ()
         elif os.path.isdir(path):
             listed = _git_files(path)
             if listed == [] and _git_ignores(path):
                 # A folder named explicitly is checked even when git ignores it (a virtualenv's
                 # site-packages, a generated tree): checking nothing would be a silent pass.
                 listed = None
-            for file in listed if listed is not None else _walk(path):
-                found[file] = None
+            files = listed if listed is not None else _walk(path)
         elif os.path.lexists(given) and given.endswith(PYTHON_SUFFIXES):
-            found[os.path.abspath(given)] = None
+            files = (os.path.abspath(given),)
         else:
             raise FileNotFoundError(given)
-    return sorted(found)
+        for file in files:
+            if file not in seen:
+                seen.add(file)
+                yield file
 
 
 def _git_files(directory: str) -> list[str] | None:

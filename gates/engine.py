@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from corral.gates.budget_report import budget_check
 from corral.gates.cache import Cache, FileResult, Stamp
 from corral.gates.config import Config
-from corral.gates.discovery import discover
+from corral.gates.discovery import iter_files
 from corral.gates.findings import Finding
 from corral.gates.job_report import jobs_report
 from corral.gates.parsing import Uncheckable, decode
@@ -131,11 +131,11 @@ def _prepare(config: Config, cache: Cache | None) -> None:
     _RUN = (config, cache)
 
 
-def _check_file(job: tuple[str, str]) -> tuple[Stamp | None, str | None, FileResult, bool]:
+def _check_file(path: str) -> tuple[Stamp | None, str | None, FileResult, bool]:
     """One file's stamp and cache key (None when uncached), its result, and whether the cache answered."""
     assert _RUN is not None
     config, cache = _RUN
-    relpath, path = job
+    relpath = relative_path(path, config.root)
     try:
         if cache is not None:
             status = os.stat(path)
@@ -172,28 +172,32 @@ def _unreadable(path: str, error: OSError) -> Uncheckable:
 
 def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True) -> CheckResult:
     """Check the Python files under `paths` with `config`; the whole-project checks run on the result."""
-    files = discover(paths or ["."])
     # Project scans rules made (which files declare a Celery app...) hold for one run; the module is only
     # loaded when a rule needed it, and a run answered from the cache does not load it.
     modules = sys.modules.get("corral.gates.modules")
     if modules is not None:
         modules.forget()
     cache = Cache.open(config) if use_cache else None
-    jobs = [(relative_path(path, config.root), path) for path in files]
-    # A warm cache answers faster in this process than a pool can start.
-    mostly_cached = cache is not None and len(cache) >= 0.9 * len(jobs)
-    if len(jobs) >= PARALLEL_THRESHOLD and not mostly_cached:
-        from corral.gates.infra.parallel import map_in_processes
+    found: Iterable[str] = iter_files(paths or ["."])
+    outcomes: dict[str, tuple[Stamp | None, str | None, FileResult, bool]] | None = None
+    if cache is not None and len(cache):
+        found = sorted(found)
+        if len(cache) >= 0.9 * len(found):
+            # A warm cache answers faster in this process than workers can start.
+            _prepare(config, cache)
+            outcomes = {path: _check_file(path) for path in found}
+    if outcomes is None:
+        from corral.gates.infra.parallel import map_paths
 
-        # Loaded before the workers fork, so each inherits the rules instead of importing them again.
-        rules_for(jobs[0][0], config)
-
-        outcomes = map_in_processes(_check_file, jobs, initializer=_prepare, initargs=(config, cache))
-    else:
-        _prepare(config, cache)
-        outcomes = [_check_file(job) for job in jobs]
+        # A cold run checks the first files a walk finds while it looks for the rest (the workers load
+        # the rules meanwhile).
+        outcomes = map_paths(
+            _check_file, found, start_after=PARALLEL_THRESHOLD, initializer=_prepare, initargs=(config, cache)
+        )
     results: dict[str, FileResult] = {}
-    for (relpath, _), (stamp, key, result, hit) in zip(jobs, outcomes, strict=True):
+    for path in sorted(outcomes):
+        stamp, key, result, hit = outcomes[path]
+        relpath = relative_path(path, config.root)
         results[relpath] = result
         if cache is not None and key is not None:
             cache.store(relpath, stamp, key, result, hit=hit)
@@ -203,7 +207,7 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
     reports: dict[str, Any] = {}
     for project_check in PROJECT_CHECKS:
         findings.extend(project_check(results, config, reports))
-    return CheckResult(config.root, len(files), sorted(findings), results, reports)
+    return CheckResult(config.root, len(outcomes), sorted(findings), results, reports)
 
 
 def check_files(pairs: Iterable[tuple[str, bytes]], config: Config) -> list[Finding]:

@@ -1,12 +1,13 @@
 """Checking files in parallel across cores: the gate's only use of processes.
 
-On Linux the workers are forked: they inherit the loaded engine and the run's settings, and cost about a
-millisecond each to start. They draw job numbers from one queue (a memory file whose read offset they
-share, so each read takes the next numbers and no two workers take the same), which balances a worker
-that drew large files against one that drew small ones; each sends its results back, pickled, on a pipe
-of its own. A worker that fails or dies leaves its jobs unanswered, and those run again here, in this
-process: a crashed worker can slow a run down, never drop a file from it. Elsewhere, a process pool that
-spawns its workers.
+Paths arrive while they are still being found (a folder walk yields as it goes). The first few are kept
+here; once there are enough to pay for workers, the workers are forked (on Linux: they inherit the
+loaded engine and the run's settings, for about a millisecond each) and every path, those kept and those
+still to come, goes into one pipe as a fixed-size record that the workers draw from: finding files
+overlaps with checking them, and a worker that drew large files simply draws fewer. Each worker sends its
+results back, pickled, on a pipe of its own. A worker that fails or dies leaves its paths unanswered, and
+those are checked again here, in this process: a crashed worker can slow a run down, never drop a file
+from it. Elsewhere than Linux, a process pool that spawns its workers, once every path is known.
 """
 
 from __future__ import annotations
@@ -16,76 +17,102 @@ import os
 import pickle
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain, islice
 from typing import Any, TypeVar
 
-Job = TypeVar("Job")
 Result = TypeVar("Result")
 
-_NUMBER_SIZE = 4
+
+def cores() -> int:
+    return min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 32)
 
 
-def map_in_processes(
-    function: Callable[[Job], Result],
-    jobs: Sequence[Job],
+def map_paths(
+    function: Callable[[str], Result],
+    paths: Iterable[str],
     *,
+    start_after: int,
     initializer: Callable[..., None],
     initargs: tuple[Any, ...],
-) -> list[Result]:
-    """`[function(job) for job in jobs]` spread over the machine's cores, in order; `initializer(*initargs)`
-    runs first in every worker (and here, when one core does it all)."""
-    workers = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 32)
-    workers = min(workers, len(jobs))
-    if workers < 2:
+) -> dict[str, Result]:
+    """`{path: function(path)}` for every path `paths` yields, spread over the machine's cores once
+    `start_after` paths have come (a smaller run is checked here, on one core). `initializer(*initargs)`
+    runs first, here and in every worker."""
+    coming = iter(paths)
+    first = list(islice(coming, start_after))
+    workers = cores()
+    if len(first) < start_after or workers < 2:
         initializer(*initargs)
-        return [function(job) for job in jobs]
+        return {path: function(path) for path in chain(first, coming)}
     if sys.platform != "linux":
-        return _map_in_spawned_pool(function, jobs, workers, initializer, initargs)
+        everything = [*first, *coming]
+        answers = _map_in_spawned_pool(function, everything, workers, initializer, initargs)
+        return dict(zip(everything, answers, strict=True))
     # Forked workers inherit what the initializer sets up here.
     initializer(*initargs)
-    return _map_in_forks(function, jobs, workers)
+    return _map_in_forks(function, chain(first, coming), workers)
 
 
-def _map_in_forks(function: Callable[[Job], Result], jobs: Sequence[Job], workers: int) -> list[Result]:
-    queue = os.memfd_create("corral-jobs", os.MFD_CLOEXEC)
+def _map_in_forks(function: Callable[[str], Result], paths: Iterator[str], workers: int) -> dict[str, Result]:
+    queue_reader, queue_writer = os.pipe()
+    # A write of at most PIPE_BUF bytes reaches the pipe whole, so a record read is always one record.
+    record_size = os.fpathconf(queue_writer, "PC_PIPE_BUF")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    children: list[tuple[int, int]] = []
+    sent: list[str] = []
+    results: dict[str, Result] = {}
+    open_ends = [queue_reader, queue_writer]
     try:
-        numbers = b"".join(number.to_bytes(_NUMBER_SIZE, "little") for number in range(len(jobs)))
-        written = 0
-        while written < len(numbers):
-            written += os.write(queue, numbers[written:])
-        os.lseek(queue, 0, os.SEEK_SET)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        children: list[tuple[int, int]] = []
-        try:
-            for _ in range(workers):
-                reader, writer = os.pipe()
-                pid = os.fork()
-                if pid == 0:  # pragma: no cover - the worker's side; its results are checked by the parent
-                    os.close(reader)
-                    _work(function, jobs, queue, writer)
-                os.close(writer)
-                children.append((pid, reader))
-            results: dict[int, Result] = {}
-            for pid, reader in children:
-                results.update(_collect(pid, reader))
-        finally:
-            for pid, reader in children:
-                _reap(pid, reader)
+        for _ in range(workers):
+            reader, writer = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the worker's side; its results are checked by the parent
+                os.close(reader)
+                os.close(queue_writer)
+                _work(function, queue_reader, record_size, writer)
+            os.close(writer)
+            children.append((pid, reader))
+        _close(open_ends, queue_reader)
+        queue_open = True
+        for path in paths:
+            sent.append(path)
+            record = os.fsencode(path)
+            # A path as long as a record cannot be opened anyway; checking it here reports why.
+            if queue_open and len(record) < record_size:
+                try:
+                    os.write(queue_writer, record.ljust(record_size, b"\0"))
+                except BrokenPipeError:  # every worker is gone: the rest is checked here
+                    queue_open = False
+        _close(open_ends, queue_writer)
+        for pid, reader in children:
+            results.update(_collect(pid, reader))
     finally:
-        os.close(queue)
-    # Jobs a failed worker took and never answered run here.
-    return [results[number] if number in results else function(job) for number, job in enumerate(jobs)]
+        for end in open_ends:
+            os.close(end)
+        for pid, reader in children:
+            _reap(pid, reader)
+    # Paths a failed worker took and never answered are checked here.
+    for path in sent:
+        if path not in results:
+            results[path] = function(path)
+    return results
 
 
-def _work(function: Callable[[Job], Result], jobs: Sequence[Job], queue: int, writer: int) -> None:
-    """A worker's whole life: take job numbers until the queue is empty, then send every result at once."""
+def _close(open_ends: list[int], end: int) -> None:
+    open_ends.remove(end)
+    os.close(end)
+
+
+def _work(function: Callable[[str], Result], queue: int, record_size: int, writer: int) -> None:
+    """A worker's whole life: draw paths until the queue is closed and empty, then send every result."""
     status = 1
     try:
-        done: list[tuple[int, Result]] = []
-        while number := os.read(queue, _NUMBER_SIZE):
-            index = int.from_bytes(number, "little")
-            done.append((index, function(jobs[index])))
+        done: list[tuple[str, Result]] = []
+        while record := os.read(queue, record_size):
+            path = os.fsdecode(record.rstrip(b"\0"))
+            done.append((path, function(path)))
         with os.fdopen(writer, "wb") as out:
             pickle.dump(done, out, protocol=pickle.HIGHEST_PROTOCOL)
         status = 0
@@ -94,8 +121,8 @@ def _work(function: Callable[[Job], Result], jobs: Sequence[Job], queue: int, wr
         os._exit(status)
 
 
-def _collect(pid: int, reader: int) -> dict[int, Result]:
-    """One worker's results; empty when it did not finish (its jobs are then run again)."""
+def _collect(pid: int, reader: int) -> dict[str, Result]:
+    """One worker's results; empty when it did not finish (its paths are then checked again)."""
     chunks = []
     while chunk := os.read(reader, 1 << 20):
         chunks.append(chunk)
@@ -122,8 +149,8 @@ def _reap(pid: int, reader: int) -> None:
 
 
 def _map_in_spawned_pool(
-    function: Callable[[Job], Result],
-    jobs: Sequence[Job],
+    function: Callable[[str], Result],
+    paths: Sequence[str],
     workers: int,
     initializer: Callable[..., None],
     initargs: tuple[Any, ...],
@@ -132,6 +159,6 @@ def _map_in_spawned_pool(
 
     context = multiprocessing.get_context("spawn")
     # Small chunks: a few large files hold most of the work, and one chunk must not hold them all.
-    chunk = max(1, len(jobs) // (workers * 16))
+    chunk = max(1, len(paths) // (workers * 16))
     with context.Pool(workers, initializer=initializer, initargs=initargs) as pool:
-        return pool.map(function, jobs, chunksize=chunk)
+        return pool.map(function, paths, chunksize=chunk)
