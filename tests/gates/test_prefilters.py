@@ -3,7 +3,7 @@
 Each check compares `check_source` as the gate runs it with every applicable rule run on the parsed file
 (`prefilter=False`): over every fixture and rule example, over spellings chosen to slip past a textual
 filter, and over real code (the standard library's modules that start threads, processes and tasks or
-talk to the network, and the installed job frameworks). Then the other side: the files a prefilter must
+talk to the network, the HTTP libraries pip vendors, psycopg). Then the other side: the files a prefilter must
 rule out, which is what keeps the gate fast.
 """
 
@@ -168,7 +168,9 @@ PURELIB = Path(sysconfig.get_paths()["purelib"])
 REAL_CODE = [
     *(STDLIB / name for name in ("asyncio", "concurrent", "multiprocessing", "http", "urllib", "xmlrpc")),
     *(STDLIB / f"{name}.py" for name in ("socketserver", "smtplib", "threading", "subprocess", "pty", "os")),
-    *(PURELIB / name for name in ("huey", "procrastinate", "psycopg", "psycopg_pool")),
+    # Installed with the test tools: network libraries (vendored by pip) and a database driver and pool.
+    *(PURELIB / "pip" / "_vendor" / name for name in ("requests", "urllib3")),
+    *(PURELIB / name for name in ("psycopg", "psycopg_pool")),
 ]
 
 
