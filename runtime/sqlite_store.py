@@ -175,16 +175,7 @@ class SqliteStore:
             raise StoreUnavailable(f"cannot open sqlite store {self.path!r}: {exc}") from exc
         try:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreUnavailable(f"sqlite store {self.path!r} refused WAL mode (got {mode!r})")
-            # NORMAL is durable across application crashes in WAL mode; only an OS crash can lose
-            # the last commits, which at-least-once delivery tolerates.
-            conn.execute("PRAGMA synchronous = NORMAL")
-            with self._write(conn):
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
+            self._prepare(conn)
         except sqlite3.Error as exc:
             conn.close()
             raise StoreUnavailable(f"cannot use sqlite store {self.path!r}: {exc}") from exc
@@ -192,6 +183,29 @@ class SqliteStore:
             conn.close()
             raise
         return conn
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        """WAL mode and the schema. Two processes opening a new store at once can find it locked
+        without SQLite's busy handler waiting (switching to WAL takes the lock at once), so a locked
+        store is retried until the busy timeout is spent."""
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StoreUnavailable(f"sqlite store {self.path!r} refused WAL mode (got {mode!r})")
+                # NORMAL is durable across application crashes in WAL mode; only an OS crash can lose
+                # the last commits, which at-least-once delivery tolerates.
+                conn.execute("PRAGMA synchronous = NORMAL")
+                with self._write(conn):
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                return
+            except sqlite3.OperationalError as exc:
+                if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
 
     async def migrate(self) -> list[int]:
         """The schema is created on open (``CREATE ... IF NOT EXISTS``); it has no versions yet."""
