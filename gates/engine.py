@@ -21,7 +21,7 @@ from corral.gates.config import Config
 from corral.gates.discovery import iter_files
 from corral.gates.findings import Finding
 from corral.gates.job_report import jobs_report
-from corral.gates.parsing import Uncheckable, decode
+from corral.gates.parsing import Uncheckable, declares_encoding, decode
 
 if TYPE_CHECKING:
     import ast
@@ -73,7 +73,7 @@ def check_source(
     except Uncheckable as problem:
         return FileResult(findings=(uncheckable(relpath, problem),))
     searchable, guide = data, text
-    if not data.isascii() or b"coding" in data[:400]:
+    if not data.isascii() or declares_encoding(data):
         # Prefilters and line filters read the words of the file, but Python reads identifiers in the
         # declared encoding and NFKC-normalised: `os.\uff46ork()` (a fullwidth f) and a UTF-7
         # `os.+AGY-ork()` both call os.fork.

@@ -25,7 +25,7 @@ from functools import cached_property
 from typing import NamedTuple, TypeVar
 
 from corral.gates.names import ModuleNames, Scope, arguments_of, module_name_for
-from corral.gates.prefilter import RELATIVE_IMPORT, WHITESPACE, WORD, Source, logical_line_end, starts_word
+from corral.gates.prefilter import RELATIVE_IMPORT, WORD, Lines, Source, starts_word
 
 _T = TypeVar("_T")
 
@@ -127,8 +127,7 @@ CLIENTS: dict[str, ClientKind] = {
 # A name resolves to one of the APIs above only through an import that names its top-level module
 # (`import requests`, `import os, httpx`, `from urllib import request`, `from http.client import ...`), or
 # through a relative import, which reaches them only from a network library's own code (or from a file
-# whose relative imports climb out of every package). Patterns start with a literal, not `\b`, so the
-# regex engine can skip ahead.
+# whose relative imports climb out of every package).
 NETWORK_PACKAGES = frozenset(name.partition(".")[0] for name in (*CALLS, *CLIENTS))
 # The fewest words one of which every package name holds (`http` stands for `httpx` too).
 _PACKAGE_WORDS = tuple(
@@ -138,21 +137,13 @@ _PACKAGE_WORDS = tuple(
         if not any(other != package and other in package for other in NETWORK_PACKAGES)
     )
 )
-_NETWORK_IMPORT = re.compile(
-    rb"(import|from)"
-    + WHITESPACE
-    + rb"+(?:[\w.]+(?:"
-    + WHITESPACE
-    + rb"+as"
-    + WHITESPACE
-    + rb"+\w+)?"
-    + WHITESPACE
-    + rb"*,"
-    + WHITESPACE
-    + rb"*)*("
-    + "|".join(sorted(NETWORK_PACKAGES, key=len, reverse=True)).encode()
-    + rb")\b([\w.]*)"
-)
+_NETWORK_PACKAGE_NAMES = frozenset(package.encode() for package in NETWORK_PACKAGES)
+# Import statements: each pattern starts with its literal keyword, so the regex engine can skip ahead.
+_IMPORT_KEYWORD = re.compile(rb"import(?![\w\x80-\xff])")
+_FROM_KEYWORD = re.compile(rb"from(?![\w\x80-\xff])")
+_IMPORT_WORD = re.compile(rb"(?<![\w.\x80-\xff])import(?![\w\x80-\xff])")
+_AS_WORD = re.compile(rb"(?<![\w.\x80-\xff])as(?![\w\x80-\xff])")
+_BREAKS = re.compile(rb"\\(?:\r\n|\r|\n)|[()]")
 # `urllib` and `http` hold more than network code: `urllib.parse` and `http.HTTPStatus` talk to nobody.
 _NEEDS_SUBMODULE = {b"urllib": b"request", b"http": b"client"}
 # Every word a relative import of a network API can name: one that climbs out of every package names the
@@ -168,25 +159,53 @@ def might_call_network(source: Source) -> bool:
 
 
 def _imports_network_package(data: bytes) -> bool:
-    for match in _NETWORK_IMPORT.finditer(data):
-        keyword, package, submodule = match.groups()
-        needed = _NEEDS_SUBMODULE.get(package)
-        if needed is None:
-            return True
-        end = logical_line_end(data, match.end())
-        if end == -1:
-            return True
-        rest = data[match.end() : end]
-        aliased = re.match(WHITESPACE + rb"+as" + WHITESPACE, rest) is not None
-        if submodule:
-            # `from urllib.request import ...` and `import http.client as c` reach the network;
-            # a plain `import urllib.parse` binds `urllib`, whose every submodule is then in reach.
-            if submodule[1:].startswith(needed) or (keyword == b"import" and not aliased):
+    """Whether an import statement binds a name through which a network API resolves. Each statement is
+    read whole (every module of `import a, b.c as d`, the names of `from urllib import (...)`)."""
+    lines = Lines(data)
+    for keyword, pattern in ((b"import", _IMPORT_KEYWORD), (b"from", _FROM_KEYWORD)):
+        for match in pattern.finditer(data):
+            if not starts_word(data, match.start()):
+                continue
+            statement = lines.rest(match.end())
+            if statement is None:
                 return True
-        elif keyword == b"import" or needed in rest or b"*" in rest:
-            # `import urllib` (as anything) reaches every submodule; `from urllib import request` names it.
-            return True
+            statement = _BREAKS.sub(b" ", statement)
+            if keyword == b"import":
+                if any(_module_reaches_network(*_dotted(item)) for item in statement.split(b",")):
+                    return True
+            else:
+                module, *names = _IMPORT_WORD.split(statement, 1)
+                if _from_reaches_network(b"".join(module.split()), names[0] if names else b""):
+                    return True
     return False
+
+
+def _dotted(item: bytes) -> tuple[bytes, bool]:
+    """The dotted module an `import` item names (spaces around its dots removed), and whether it is
+    bound to an alias."""
+    parts = _AS_WORD.split(item, 1)
+    return b"".join(parts[0].split()), len(parts) > 1
+
+
+def _module_reaches_network(module: bytes, aliased: bool) -> bool:
+    package, _, rest = module.partition(b".")
+    if package not in _NETWORK_PACKAGE_NAMES:
+        return False
+    needed = _NEEDS_SUBMODULE.get(package)
+    # `import urllib.parse` binds `urllib`, whose every submodule is then in reach; bound to an alias, it
+    # reaches what it names.
+    return needed is None or not aliased or not rest or rest.startswith(needed)
+
+
+def _from_reaches_network(module: bytes, names: bytes) -> bool:
+    package, _, rest = module.partition(b".")
+    if package not in _NETWORK_PACKAGE_NAMES:
+        return False
+    needed = _NEEDS_SUBMODULE.get(package)
+    if needed is None or rest.startswith(needed):
+        return True
+    # `from urllib import request` names the submodule (or `*` brings it).
+    return not rest and (needed in names or b"*" in names)
 
 
 def _relative_may_reach(source: Source) -> bool:
@@ -197,13 +216,14 @@ def _relative_may_reach(source: Source) -> bool:
     parts = package.split(".") if package else []
     inside = not parts or parts[0] in NETWORK_PACKAGES
     data = source.data
+    lines = Lines(data)
     for match in RELATIVE_IMPORT.finditer(data):
         if not starts_word(data, match.start()):
             continue
         if not inside and match.group(1).count(b".") - 1 < len(parts):
             continue
-        end = logical_line_end(data, match.end())
-        if end == -1 or not _RELATIVE_WORDS.isdisjoint(WORD.findall(data, match.end(), end)):
+        statement = lines.rest(match.end())
+        if statement is None or not _RELATIVE_WORDS.isdisjoint(WORD.findall(statement)):
             return True
     return False
 

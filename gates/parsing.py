@@ -31,13 +31,23 @@ class Uncheckable(Exception):
         self.col = col
 
 
+def _first_two_lines(data: bytes) -> bytes:
+    first = data.find(b"\n")
+    second = data.find(b"\n", first + 1) if first != -1 else -1
+    return data if second == -1 else data[:second]
+
+
+def declares_encoding(data: bytes) -> bool:
+    """Whether `decode` may read the file in an encoding its coding declaration names."""
+    return b"coding" in _first_two_lines(data)
+
+
 def decode(data: bytes) -> str:
     """The text of a Python file: UTF-8 unless a coding cookie in its first two lines says otherwise."""
     if b"\0" in data:
         raise Uncheckable("contains NUL bytes")
     encoding = "utf-8-sig"
-    head = b"\n".join(data.split(b"\n", 2)[:2])
-    cookie = _CODING.search(head)
+    cookie = _CODING.search(_first_two_lines(data))
     if cookie is not None:
         encoding = cookie.group(1).decode("ascii")
     try:

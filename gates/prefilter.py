@@ -25,13 +25,16 @@ _IDENTIFIER_BYTES = frozenset(
 # The rest of the line after each `import` (a plain import's modules, a from-import's names) and the module
 # after each `from` (past a line continuation too); both patterns start with their literal word.
 _IMPORT_REST = re.compile(rb"import(?![\w\x80-\xff])([^\n]*)")
-_FROM_MODULE = re.compile(rb"from(?:(?:[ \t\f]|\\\r?\n)+|(?=\.))([\w.\x80-\xff]+)")
+_FROM_MODULE = re.compile(rb"from(?:(?:[ \t\f]|\\(?:\r\n|\r|\n))+|(?=\.))([\w.\x80-\xff]+)")
 # `from .` / `from ..pkg` with its dots (which may be spaced apart) as group 1.
 RELATIVE_IMPORT = re.compile(rb"from" + WHITESPACE + rb"*(\.(?:" + WHITESPACE + rb"|\.)*)")
-# A logical line longer than this many physical lines, or bytes, is not read to its end (callers then
-# admit the file): reading one line per match must not make a prefilter quadratic.
+# A logical line longer than this many physical lines, or bytes, is not read to its end, and the reads of
+# one file stop after a few times its length (callers then admit the file): reading a line per match
+# must not make a prefilter quadratic.
 LINES_AT_MOST = 50
 LINE_BYTES_AT_MOST = 20_000
+_READ_BUDGET_FILES = 4
+_READ_BUDGET_EXTRA = 65_536
 
 
 class Source:
@@ -116,7 +119,7 @@ def _has_whole_word(data: bytes, word: bytes) -> bool:
 
 def _import_text(data: bytes, relpath: str) -> bytes:
     rests = b"\n".join(_IMPORT_REST.findall(data))
-    if rests.endswith((b"\\", b"\\\r")) or b"\\\n" in rests or b"\\\r\n" in rests:
+    if rests.endswith((b"\\", b"\\\r")) or b"\\\n" in rests or b"\\\r" in rests:
         return data
     modules = _FROM_MODULE.findall(data)
     parts = [rests, *modules]
@@ -125,32 +128,94 @@ def _import_text(data: bytes, relpath: str) -> bytes:
         # climbs out of every package resolves to what it names (see `names.py`).
         package = relpath.split("/")[:-1]
         parts.extend(part.encode("utf-8", "surrogateescape") for part in package)
+        lines = Lines(data)
         for match in RELATIVE_IMPORT.finditer(data):
             if match.group(1).count(b".") - 1 >= len(package):
-                end = logical_line_end(data, match.end())
-                if end == -1:
+                text = lines.rest(match.end())
+                if text is None:
                     return data
-                parts.append(data[match.end() : end])
+                parts.append(text)
     return b"\n".join(parts)
 
 
-def logical_line_end(data: bytes, start: int) -> int:
-    """Where the logical line holding `start` ends (a newline outside brackets, not continued), or -1 when
-    it runs on for more than `LINES_AT_MOST` lines or `LINE_BYTES_AT_MOST` bytes. Brackets inside strings
-    are counted too."""
-    depth = 0
+class Lines:
+    """The logical lines of one file, read for a prefilter within a budget.
+
+    A line is read from the start of the physical line holding the position asked about, and goes on while
+    brackets stay open (outside comments), a line ends with a backslash, or the next line is indented
+    deeper than the first without a block having begun: so it never ends before the statement does,
+    though it may run past it (brackets inside strings are counted, and the indentation rule is what
+    catches them). All the reads of one prefilter scan at most a few times the file's length; past that,
+    and for a line longer than `LINES_AT_MOST` lines or `LINE_BYTES_AT_MOST` bytes, a read answers None
+    and the caller admits the file.
+    """
+
+    __slots__ = ("_budget", "data")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self._budget = _READ_BUDGET_FILES * len(data) + _READ_BUDGET_EXTRA
+
+    def end(self, position: int) -> int | None:
+        """Where the logical line holding `position` ends (its newline, or the end of the file)."""
+        data = self.data
+        start = data.rfind(b"\n", 0, position) + 1
+        indent = _indentation(data, start)
+        limit = min(start + LINE_BYTES_AT_MOST, start + self._budget)
+        depth = 0
+        line_start = start
+        for _ in range(LINES_AT_MOST):
+            newline = data.find(b"\n", line_start, limit)
+            if newline == -1:
+                if len(data) > limit:
+                    break
+                newline = len(data)
+            line = data[line_start:newline]
+            depth += _opened(line)
+            if newline == len(data):
+                self._budget -= newline - start
+                return newline
+            if depth <= 0 and not line.rstrip(b"\r").endswith(b"\\") and not _runs_on(data, line, newline, indent):
+                self._budget -= newline - start
+                return newline
+            line_start = newline + 1
+        self._budget = -1
+        return None
+
+    def rest(self, position: int) -> bytes | None:
+        """The text from `position` to the end of its logical line."""
+        end = self.end(position)
+        return None if end is None else self.data[position:end]
+
+
+def _runs_on(data: bytes, line: bytes, newline: int, indent: int) -> bool:
+    """Whether a line that seems complete may still go on: the next line is indented deeper, which only a
+    continuation (or a block after a header ending in `:`) is."""
+    if _indentation(data, newline + 1) <= indent:
+        return False
+    code = line.split(b"#", 1)[0].rstrip()
+    return not code.endswith(b":")
+
+
+def _opened(line: bytes) -> int:
+    """How many brackets the line leaves open, not counting those in its comment: a `#` with an even
+    number of each quote before it starts one (inside a string spanning lines that can be wrong, and the
+    indentation rule is then what keeps the line going)."""
+    comment = line.find(b"#")
+    while comment != -1 and (line.count(b"'", 0, comment) % 2 or line.count(b'"', 0, comment) % 2):
+        comment = line.find(b"#", comment + 1)
+    code = line if comment == -1 else line[:comment]
+    return sum(code.count(opener) for opener in b"([{") - sum(code.count(closer) for closer in b")]}")
+
+
+def _indentation(data: bytes, start: int) -> int:
+    """How far the line starting at `start` is indented; a blank line counts as deeper than any."""
     position = start
-    limit = start + LINE_BYTES_AT_MOST
-    for _ in range(LINES_AT_MOST):
-        newline = data.find(b"\n", position, limit)
-        if newline == -1:
-            return len(data) if len(data) <= limit else -1
-        line = data[position:newline]
-        depth += sum(line.count(opener) for opener in b"([{") - sum(line.count(closer) for closer in b")]}")
-        if depth <= 0 and not line.rstrip(b"\r").endswith(b"\\"):
-            return newline
-        position = newline + 1
-    return -1
+    while position < len(data) and data[position] in b" \t\x0c":
+        position += 1
+    if position >= len(data) or data[position] in b"\r\n":
+        return 1 << 30
+    return position - start
 
 
 def starts_word(data: bytes, position: int) -> bool:
@@ -159,3 +224,8 @@ def starts_word(data: bytes, position: int) -> bool:
     Patterns start with their literal word and leave this test to the caller: a look-behind at the start
     of a pattern stops the regex engine from skipping ahead to the literal."""
     return position == 0 or data[position - 1] not in _NAME_BYTES
+
+
+def ends_word(data: bytes, end: int) -> bool:
+    """Whether a word ending at `end` ends there, not inside a longer name."""
+    return end == len(data) or data[end] not in _IDENTIFIER_BYTES

@@ -7,14 +7,13 @@ module through `__import__` / `importlib.import_module`, and `from <spawner modu
 from __future__ import annotations
 
 import ast
-import functools
 import re
 from collections.abc import Iterator
 from typing import ClassVar
 
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.prefilter import NAME, WHITESPACE, WORD, Source, logical_line_end, starts_word
+from corral.gates.prefilter import NAME, RELATIVE_IMPORT, WHITESPACE, WORD, Lines, Source, ends_word, starts_word
 from corral.gates.registry import FileContext, Rule, ScopedVisitor, lines_mentioning
 from corral.gates.spawners import (
     PACKAGE_WORDS,
@@ -32,21 +31,59 @@ _MODULES = rb"(?:threading|_thread|multiprocessing|concurrent|asyncio|os|pty)\b"
 # A dynamic import of a spawner module names the module in a string (the import function may be aliased).
 _QUOTED_MODULE = re.compile(rb"['\"]" + _MODULES)
 _QUOTED_OS = (b"'os", b'"os', b"'pty", b'"pty')
+# A call of a dynamic import function, and the function named without being called (an alias, a value).
+_DYNAMIC_IMPORT_CALL = re.compile(rb"(?:__import__|import_module)" + WHITESPACE + rb"*\(")
+_ALIASED = re.compile(WHITESPACE + rb"+as(?![\w\x80-\xff])")
+_DYNAMIC_IMPORT_UNCALLED = re.compile(rb"(?:__import__|import_module)(?![\w\x80-\xff])(?!" + WHITESPACE + rb"*\()")
 # Any star import: in a file whose imports name a spawner package, it may be one of that package's modules
 # (relative ones too, inside the package itself).
 _STAR_IMPORT = re.compile(rb"import" + WHITESPACE + rb"*\*")
 # `getattr` named without being called: an alias, or the function passed on.
 _GETATTR_UNCALLED = re.compile(rb"getattr(?![\w\x80-\xff])(?!" + WHITESPACE + rb"*\()")
-# The first name of a getattr call's first argument (`threading`, `asyncio` of `asyncio.tasks`, `loop`).
-_GETATTR_HEAD = re.compile(rb"getattr" + WHITESPACE + rb"*\((?:" + WHITESPACE + rb"|\()*(" + NAME + rb")")
+_GETATTR_CALL = re.compile(rb"getattr" + WHITESPACE + rb"*\(")
 _IMPORTS = (re.compile(rb"import(?![\w\x80-\xff])"), re.compile(rb"from(?![\w\x80-\xff])"))
 _OS_OR_PTY = re.compile(rb"(?<![\w.\x80-\xff])(?:os|pty)(?![\w\x80-\xff])")
-# The name an assignment's value starts with (after `(`), and whether a walrus binds it to what follows.
-_VALUE_HEAD = re.compile(rb"(?:" + WHITESPACE + rb"|\()*(" + NAME + rb")(" + WHITESPACE + rb"*:=)?")
+# The name an expression starts with (after brackets, line breaks and comments), and whether a walrus
+# binds it to what follows.
+_HEAD = re.compile(rb"(?:" + WHITESPACE + rb"|\(|#[^\n]*)*(" + NAME + rb")(" + WHITESPACE + rb"*:=)?")
+# What follows a name that an assignment or annotation binds: its `=` or `:`, past a bracket (`(loop) =`)
+# or a line break.
+_BINDS = re.compile(rb"(?:" + WHITESPACE + rb"|\)|#[^\n]*)*(?:(:)(?!=)|=(?!=))")
 # Packages whose own modules reach spawner modules through relative imports.
 _SPAWNER_PACKAGES = frozenset(module.partition(".")[0] for module in SPAWNER_MODULES if "." in module)
 # How many names the prefilter follows through assignments before it gives up and admits the file.
 _FOLLOW_AT_MOST = 24
+
+
+def _dynamic_import_may_name_spawner(data: bytes) -> bool:
+    """Whether a dynamic import may name a spawner module: a string in the file names one, or a call's
+    argument is spelled so that only evaluating it tells (escapes, adjacent literals), or the import
+    function is aliased (its calls then carry no name to look for)."""
+    for match in _DYNAMIC_IMPORT_UNCALLED.finditer(data):
+        line = data[data.rfind(b"\n", 0, match.start()) + 1 : match.start()].lstrip()
+        if line.startswith(b"#"):
+            continue
+        # An import statement names it without calling it; only its alias (`as load`) is then called.
+        if not line.startswith((b"import", b"from")) or _ALIASED.match(data, match.end()):
+            return True
+    if _QUOTED_MODULE.search(data):
+        return True
+    lines = Lines(data)
+    for match in _DYNAMIC_IMPORT_CALL.finditer(data):
+        argument = lines.rest(match.end())
+        if argument is None or b"\\" in argument or argument.count(b"'") + argument.count(b'"') > 2:
+            return True
+    return False
+
+
+def _heads(data: bytes, position: int) -> Iterator[bytes]:
+    """The names the expression at `position` may resolve through: its first name, and after a walrus
+    (`(t := threading)`) the first name of what it binds."""
+    while (head := _HEAD.match(data, position)) is not None:
+        yield head.group(1)
+        if not head.group(2):
+            return
+        position = head.end()
 
 
 def _may_reach_spawner_module(data: bytes, *, in_spawner_package: bool) -> bool:
@@ -60,10 +97,11 @@ def _may_reach_spawner_module(data: bytes, *, in_spawner_package: bool) -> bool:
     """
     if any(starts_word(data, match.start()) for match in _GETATTR_UNCALLED.finditer(data)):
         return True
-    heads = set(_GETATTR_HEAD.findall(data))
+    heads = {head for match in _GETATTR_CALL.finditer(data) for head in _heads(data, match.end())}
     if not heads:
         return False
-    imported = _words_of_spawner_imports(data, relative_too=in_spawner_package)
+    lines = Lines(data)
+    imported = _words_of_spawner_imports(lines, relative_too=in_spawner_package)
     if imported is None:
         return True
     pending, seen = list(heads), set(heads)
@@ -71,7 +109,7 @@ def _may_reach_spawner_module(data: bytes, *, in_spawner_package: bool) -> bool:
         name = pending.pop()
         if name in imported:
             return True
-        for followed in _names_bound_from(data, name):
+        for followed in _names_bound_from(lines, name):
             if followed is None:
                 return True
             if followed not in seen:
@@ -82,54 +120,53 @@ def _may_reach_spawner_module(data: bytes, *, in_spawner_package: bool) -> bool:
     return False
 
 
-def _words_of_spawner_imports(data: bytes, *, relative_too: bool) -> set[bytes] | None:
+def _words_of_spawner_imports(lines: Lines, *, relative_too: bool) -> set[bytes] | None:
     """Every word of the import statements that name a spawner package, and of relative ones when the
     file lies inside such a package (None: a statement too long to read)."""
+    data = lines.data
     words: set[bytes] = set()
-    for match in (match for pattern in _IMPORTS for match in pattern.finditer(data)):
-        if not starts_word(data, match.start()):
-            continue
-        end = logical_line_end(data, match.end())
-        if end == -1:
+    read_to = -1
+    for match in sorted((match for pattern in _IMPORTS for match in pattern.finditer(data)), key=_start):
+        if match.start() < read_to or not starts_word(data, match.start()):
+            continue  # inside a statement already read
+        end = lines.end(match.start())
+        if end is None:
             return None
-        statement = data[match.end() : end]
+        statement = data[data.rfind(b"\n", 0, match.start()) + 1 : end]
+        read_to = end
         if (
             any(package in statement for package in PACKAGE_WORDS)
             or _OS_OR_PTY.search(statement)
-            or (relative_too and statement.lstrip(b" \t\f\\\r\n").startswith(b"."))
+            or (relative_too and RELATIVE_IMPORT.search(statement))
         ):
             words.update(WORD.findall(statement))
     return words
 
 
-@functools.lru_cache(maxsize=256)
-def _binding_pattern(name: bytes) -> re.Pattern[bytes]:
-    # Files of one project bind the same few names (`self`, `obj`, `loop`): each pattern is compiled once.
-    return re.compile(re.escape(name) + rb"[ \t]*(?:(:)(?!=)|=(?!=))")
+def _start(match: re.Match[bytes]) -> int:
+    return match.start()
 
 
-def _names_bound_from(data: bytes, name: bytes) -> Iterator[bytes | None]:
-    """The names `name`'s bindings may resolve through: the head of each assigned value (`name = x.y`,
+def _names_bound_from(lines: Lines, name: bytes) -> Iterator[bytes | None]:
+    """The names `name`'s bindings may resolve through: the heads of each assigned value (`name = x.y`,
     `name = f()`, `name = (a := b)`) and every name of each annotation (`name: AbstractEventLoop`); None
     for a binding too long to read."""
-    pattern = _binding_pattern(name)
-    for match in pattern.finditer(data):
-        if not starts_word(data, match.start()):
-            continue
-        end = logical_line_end(data, match.end())
-        if end == -1:
-            yield None
-            continue
-        value = data[match.end() : end]
-        if match.group(1):
-            yield from WORD.findall(value)
-            continue
-        position = 0
-        while (head := _VALUE_HEAD.match(value, position)) is not None:
-            yield head.group(1)
-            if not head.group(2):
-                break
-            position = head.end()
+    data = lines.data
+    position = data.find(name)
+    while position != -1:
+        end = position + len(name)
+        binding = _BINDS.match(data, end) if starts_word(data, position) and ends_word(data, end) else None
+        if binding is None:
+            pass
+        elif binding.group(1):
+            value = lines.rest(binding.end())
+            if value is None:
+                yield None
+            else:
+                yield from WORD.findall(value)
+        else:
+            yield from _heads(data, binding.end())
+        position = data.find(name, end)
 
 
 _ADVICE = "outside infra; name the API inside an infra helper instead"
@@ -205,11 +242,7 @@ class HiddenSpawners(Rule, ScopedVisitor):
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:
         data = source.data
-        if (
-            source.has(b"__import__", b"import_module")
-            and source.has(*PACKAGE_WORDS, *_QUOTED_OS)
-            and _QUOTED_MODULE.search(data)
-        ):
+        if source.has(b"__import__", b"import_module") and _dynamic_import_may_name_spawner(data):
             return True
         if not source.holds(imports_spawner_module):
             return False
@@ -241,7 +274,8 @@ class HiddenSpawners(Rule, ScopedVisitor):
                     self._report(node, f"getattr({shown}, {attribute.value!r}) hides a spawner {_ADVICE}")
         elif called in DYNAMIC_IMPORTS and node.args:
             target = node.args[0]
-            if isinstance(target, ast.Constant) and target.value in SPAWNER_MODULES:
+            # `<loop>` stands for an event loop in the table, never for a module.
+            if isinstance(target, ast.Constant) and target.value in SPAWNER_MODULES and target.value != "<loop>":
                 self._report(node, f"dynamic import of {target.value} hides its spawners {_ADVICE}")
         self.generic_visit(node)
 

@@ -17,60 +17,43 @@ from corral.gates.jobs import CELERY, CORRAL, OTHER, UNRESOLVED, job_kinds
 from corral.gates.prefilter import Source
 from corral.gates.registry import Rule
 
-# Every job kind is declared by a decorator or call whose resolved name ends in one of these words, written
-# in the file itself (as an attribute, a name, or in the import that binds an alias): `.job`/`.periodic`
-# (corral), `.task`/`shared_task`/`db_task` (Celery, Huey, taskiq, Procrastinate), `actor` (Dramatiq),
-# `job` (RQ); arq's `func`/`cron` and settings, and SAQ's `CronJob` and settings, count only in a file
-# that imports `arq` / `saq`.
-_NAMES_OF_DECLARATIONS = (b"task", b"job", b"periodic", b"actor")
-_IMPORTED_FRAMEWORKS = (b"arq", b"saq")
+# Every job kind is declared by a decorator or call whose name is written in the file: a method of an app,
+# queue or broker (`.task`, `.job`, `.periodic`, `.db_task`...; the object may come from a project module),
+# or a name imported from a framework (`shared_task`, `actor`, `job`, `task` of djhuey). arq's and SAQ's
+# settings and crons can be spelled in more ways than are worth looking for: a file importing either is
+# always read.
+_DECLARING_WORDS = (b"task", b"job", b"periodic", b"actor")
+_FRAMEWORKS = (b"celery", b"dramatiq", b"rq", b"huey", b"taskiq", b"procrastinate", b"corral")
+_SETTINGS_FRAMEWORKS = (b"arq", b"saq")
 _METHOD_NAMES = re.compile(rb"(?:job|periodic|task|periodic_task|db_task|db_periodic_task)\b")
-TRIGGERS = (b"shared_task", b"rq.decorators", b"djhuey", b"CronJob")
-ARQ_WORDS = (b"func", b"cron")
 
 
 def might_declare_jobs(source: Source) -> bool:
     """False only when no job kind can be declared in the file: the prefilter of every CRL2 rule."""
-    if not (source.has(*_NAMES_OF_DECLARATIONS) or source.imports_any(*_IMPORTED_FRAMEWORKS)):
+    if source.imports_any(*_SETTINGS_FRAMEWORKS):
+        return True
+    if not source.has(*_DECLARING_WORDS):
         return False
-    data = source.data
-    return (
-        source.has(*TRIGGERS)
-        # The regular expressions only run on files holding their words (most files hold none).
-        or (source.has(b"job", b"periodic", b"task") and _names_a_method(data))
-        or (source.has(b"actor", b"functions", b"cron_jobs") and _names_a_setting(data))
-        or (source.imports_any(b"arq") and source.has(*ARQ_WORDS))
+    return source.imports_any(*_FRAMEWORKS) or (
+        source.has(b"job", b"periodic", b"task") and _names_a_method(source.data)
     )
 
 
-def _names_a_setting(data: bytes) -> bool:
-    """`actor` as a whole word, `"functions"` as a key, or `functions =` / `cron_jobs: ... =` assigned
-    (found with `bytes.find`: a regular expression starting at a word boundary scans every position)."""
-    for word in (b"actor", b"functions", b"cron_jobs"):
-        position = data.find(word)
-        while position != -1:
-            end = position + len(word)
-            before, after = data[position - 1 : position], data[end : end + 1]
-            if not (before.isalnum() or before == b"_"):
-                rest = data[end : end + 40].lstrip(b" \t")
-                if word == b"actor" and not (after.isalnum() or after == b"_"):
-                    return True
-                if word != b"actor" and (
-                    rest[:1] == b":"
-                    or (rest[:1] == b"=" and rest[1:2] != b"=")
-                    or (before in b"'\"" and after == before)
-                ):
-                    return True
-            position = data.find(word, end)
-    return False
-
-
 def _names_a_method(data: bytes) -> bool:
-    """One of the method names right after a dot (`app.task`, also `app. task` or a line continuation)."""
+    """One of the method names right after a dot (`app.task`, also `app. task`, across a line break or a
+    continuation, past a comment ending the line before)."""
     for match in _METHOD_NAMES.finditer(data):
         before = match.start() - 1
-        while before >= 0 and data[before] in b" \t\\\r\n":
-            before -= 1
+        while before >= 0:
+            byte = data[before]
+            if byte in b" \t\x0c\\\r":
+                before -= 1
+            elif byte == ord("\n"):
+                line_start = data.rfind(b"\n", 0, before) + 1
+                comment = data.find(b"#", line_start, before)
+                before = (comment if comment != -1 else before) - 1
+            else:
+                break
         if before >= 0 and data[before] == ord("."):
             return True
     return False

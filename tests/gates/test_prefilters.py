@@ -26,7 +26,7 @@ from corral.gates.rules.network_in_transaction import NetworkInTransaction
 from corral.gates.rules.unmanaged_concurrency import UnmanagedConcurrency
 from expectations import example_source, rule_fixture_folders
 
-CONFIG = Config(root=Path("/project"), extend_spawners=("gevent.spawn",))
+CONFIG = Config(root=Path("/project"), extend_spawners=("gevent.spawn", "myapp.tasks.spawn"))
 
 
 def assert_prefilter_hides_nothing(relpath: str, data: bytes) -> None:
@@ -150,6 +150,72 @@ def test_relative_imports_inside_a_spawner_package(relpath: str, source: str) ->
     assert_prefilter_hides_nothing(relpath, source.encode())
 
 
+_IN_TRANSACTION = "from django.db import transaction\ndef f(url):\n    with transaction.atomic():\n        {call}\n"
+_CELERY_APP = "from celery import Celery\napp = Celery('p')\n"
+_CORRAL_JOB = "from corral.runtime import Queue\nq = Queue('q', max_workers=2, timeout=15)\n@q.job('k')\n"
+
+# Found by an adversarial review: each hid its finding (or fact) from an earlier prefilter.
+REVIEWED = [
+    ("app/module.py", "from .. import (x,  # )\n    threading)\nthreading.Thread()\n"),
+    ("app/module.py", "from concurrent import (x,  # )\n    futures)\ngetattr(futures, name)\n"),
+    ("app/module.py", "from .. import (x,  # )\n    myapp)\nmyapp.tasks.spawn(f)\n"),
+    ("app/module.py", "from .. import (x,  # )\n    requests)\n" + _IN_TRANSACTION.format(call="requests.get(url)")),
+    (
+        "app/module.py",
+        "from urllib import (a,  # )\n    request)\n" + _IN_TRANSACTION.format(call="request.urlopen(u)"),
+    ),
+    ("urllib/x.py", "from . import (parse,  # )\n    request)\n" + _IN_TRANSACTION.format(call="request.urlopen(u)")),
+    ("app/module.py", "from .. import (x,  # )\n    corral)\nr = corral.runtime.Runtime(queues=[], max_conns=3)\n"),
+    (
+        "app/module.py",
+        "import asyncio\ndef f(loop:\n        asyncio.AbstractEventLoop):\n    return getattr(loop, name)\n",
+    ),
+    ("app/module.py", "import asyncio\nloop = (  # the loop\n    asyncio.get_event_loop()\n)\ngetattr(loop, name)\n"),
+    ("app/module.py", "import threading\ngetattr(  # fetch\n    threading, name)\n"),
+    ("app/module.py", "import threading\ngetattr((t := threading), name)\n"),
+    ("app/module.py", "import asyncio\n(loop) = asyncio.get_event_loop()\ngetattr(loop, name)\n"),
+    ("app/module.py", "import threading\na = (b) = threading\ngetattr(b, name)\n"),
+    ("app/module.py", "import asyncio\nloop \\\n = asyncio.get_event_loop()\ngetattr(loop, name)\n"),
+    ("app/module.py", "import asyncio\ndef f(loop\n      : asyncio.AbstractEventLoop):\n    return getattr(loop, n)\n"),
+    ("app/module.py", "__import__('thr' 'eading')\n"),
+    ("app/module.py", "__import__('\\x74hreading')\n"),
+    ("app/module.py", "import importlib\nimportlib.import_module('multi' 'processing')\n"),
+    ("app/module.py", "from importlib import import_module as load\nload('multi' 'processing')\n"),
+    ("app/module.py", "import requests, urllib.parse as up\n" + _IN_TRANSACTION.format(call="requests.get(url)")),
+    ("app/module.py", "import requests, http.cookies as c\n" + _IN_TRANSACTION.format(call="requests.get(url)")),
+    (
+        "app/module.py",
+        "import http.client as hc, urllib.parse as up\n" + _IN_TRANSACTION.format(call="hc.HTTPConnection(u)"),
+    ),
+    ("app/module.py", "import caf\u00e9, requests\n" + _IN_TRANSACTION.format(call="requests.get(url)")),
+    ("app/module.py", "import os . path, requests\n" + _IN_TRANSACTION.format(call="requests.get(url)")),
+    (
+        "app/module.py",
+        "import requests, urllib.parse as up\n" + _CORRAL_JOB + "def send(ctx, url):\n    requests.post(url)\n",
+    ),
+    ("app/module.py", "from rq .decorators import job\n@job('low', timeout=-1)\ndef crawl(url): ...\n"),
+    ("app/module.py", "from rq.\\\ndecorators import job\n@job('low')\ndef crawl(url): ...\n"),
+    ("rq/x.py", "from .decorators import job\n@job('low', timeout=-1)\ndef crawl(url): ...\n"),
+    ("huey/contrib/djhuey/x.py", "from . import task\n@task()\ndef crawl(url): ...\n"),
+    ("app/module.py", "from celery.current_app import task\n@task\ndef f(): ...\n"),
+    ("app/module.py", _CELERY_APP + "@app.\x0ctask(soft_time_limit=30)\ndef f(): ...\n"),
+    ("app/module.py", _CELERY_APP + "@(app.  # c\n  task)\ndef f(): ...\n"),
+    ("app/module.py", "import saq\nsettings = {'func' 'tions': [f]}\nasync def f(ctx): ...\n"),
+    ("app/module.py", "import saq\nsettings = {'\\x66unctions': 3}\n"),
+    ("app/module.py", "#" + " " * 450 + "-*- coding: utf-7 -*-\nimport +AHQ-hreading\n+AHQ-hreading.Thread()\n"),
+    ("app/module.py", "from \\\rthreading import Thread\rThread()\r"),
+    ("app/module.py", "x = 1\nfrom \\\rthreading import Thread\nThread()\n"),
+]
+
+
+@pytest.mark.parametrize(("relpath", "source"), REVIEWED)
+def test_reviewed_spellings(relpath: str, source: str) -> None:
+    data = source.encode()
+    unfiltered = check_source(relpath, data, CONFIG, prefilter=False)
+    assert unfiltered.findings or unfiltered.facts, "the case must hold a finding or a fact"
+    assert_prefilter_hides_nothing(relpath, data)
+
+
 def test_relative_imports_that_climb_out_of_every_package() -> None:
     # As `names.py` resolves them, these name the top-level `requests` package itself.
     data = (
@@ -210,9 +276,28 @@ def test_relative_imports_inside_a_network_package_count() -> None:
     assert not might_call_network(Source(b"from .api import get\n", "shop/sessions.py"))
 
 
+def _closed_blocks(prefix: bytes, unit: bytes) -> bytes:
+    """~1 MB of valid Python: in a string, blocks of 48 lines of `unit` whose brackets all close on the
+    49th, so a prefilter that read each match's line to its end would read each block 48 times."""
+    rows = [unit * (300 // len(unit)) for _ in range(48)]
+    block = b"\n".join(rows) + b"\n" + b")" * sum(row.count(b"(") for row in rows) + b"\n"
+    quote = b"'" * 3
+    return prefix + b"DOC = " + quote + b"\n" + block * (990_000 // len(block)) + quote + b"\n"
+
+
+_BLOCK_CASES = [
+    (b"", b"from .("),
+    (b"import threading\ngetattr(x, n)\n", b"import("),
+    (b"import threading\ngetattr(x, n)\n", b"x=("),
+    (b"from django.db import transaction\n", b"from urllib("),
+    (b"from django.db import transaction\n", b"from ..("),
+]
+
+
 @pytest.mark.parametrize(
     "data",
     [
+        *(_closed_blocks(prefix, unit) for prefix, unit in _BLOCK_CASES),
         b"getattr(" + b"x = (\n" * 20_000,
         b"import threading\n" + b"getattr(a, b)\na = b\nb = a\n" * 5_000,
         b"import threading\n" + b"".join(b"getattr(n%d, x)\nn%d = m\n" % (i, i) for i in range(20_000)),
@@ -224,6 +309,7 @@ def test_relative_imports_inside_a_network_package_count() -> None:
         b"transaction.atomic " + b"x.\\\n" * 50_000,
     ],
     ids=[
+        *(f"blocks of {unit.decode()}" for _, unit in _BLOCK_CASES),
         "unclosed",
         "cycle",
         "many-heads",
