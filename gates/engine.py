@@ -96,6 +96,9 @@ def _run_rules(
     from corral.gates.parsing import parse
     from corral.gates.registry import FileContext
 
+    if "\r" in guide:
+        # Python ends a line at a bare carriage return too; the line filters count newlines only.
+        guide = guide.replace("\r\n", "\n").replace("\r", "\n")
     try:
         module_tree = tree if tree is not None else parse(text, relpath)
         module, is_package = module_name_for(relpath)

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from functools import cached_property
 from typing import NamedTuple, TypeVar
 
-from corral.gates.names import ModuleNames, Scope, arguments_of, module_name_for
+from corral.gates.names import ModuleNames, Scope, arguments_of
 from corral.gates.prefilter import RELATIVE_IMPORT, WORD, Lines, Source, starts_word
 
 _T = TypeVar("_T")
@@ -143,6 +143,7 @@ _IMPORT_KEYWORD = re.compile(rb"import(?![\w\x80-\xff])")
 _FROM_KEYWORD = re.compile(rb"from(?![\w\x80-\xff])")
 _IMPORT_WORD = re.compile(rb"(?<![\w.\x80-\xff])import(?![\w\x80-\xff])")
 _AS_WORD = re.compile(rb"(?<![\w.\x80-\xff])as(?![\w\x80-\xff])")
+_COMMENT = re.compile(rb"#[^\r\n]*")
 _BREAKS = re.compile(rb"\\(?:\r\n|\r|\n)|[()]")
 # `urllib` and `http` hold more than network code: `urllib.parse` and `http.HTTPStatus` talk to nobody.
 _NEEDS_SUBMODULE = {b"urllib": b"request", b"http": b"client"}
@@ -169,7 +170,8 @@ def _imports_network_package(data: bytes) -> bool:
             statement = lines.rest(match.end())
             if statement is None:
                 return True
-            statement = _BREAKS.sub(b" ", statement)
+            # Import statements hold no strings: a `#` starts a comment, a `;` ends the statement.
+            statement = _BREAKS.sub(b" ", _COMMENT.sub(b" ", statement)).split(b";", 1)[0]
             if keyword == b"import":
                 if any(_module_reaches_network(*_dotted(item)) for item in statement.split(b",")):
                     return True
@@ -211,9 +213,7 @@ def _from_reaches_network(module: bytes, names: bytes) -> bool:
 def _relative_may_reach(source: Source) -> bool:
     """Whether a relative import of the file can resolve into a network package: the file is inside one,
     or the import climbs above the top of the file's own package (as `names.py` resolves it)."""
-    module, is_package = module_name_for(source.relpath)
-    package = module if is_package else module.rpartition(".")[0]
-    parts = package.split(".") if package else []
+    parts = source.package
     inside = not parts or parts[0] in NETWORK_PACKAGES
     data = source.data
     lines = Lines(data)

@@ -46,13 +46,14 @@ class Source:
     depends on it.
     """
 
-    __slots__ = ("_answers", "_imports", "data", "relpath")
+    __slots__ = ("_answers", "_imports", "_package", "data", "relpath")
 
     def __init__(self, data: bytes, relpath: str = "") -> None:
         self.data = data
         self.relpath = relpath
         self._answers: dict[object, bool] = {}
         self._imports: bytes | None = None
+        self._package: list[str] | None = None
 
     def has(self, *words: bytes) -> bool:
         """Whether any of `words` occurs anywhere in the file."""
@@ -86,6 +87,18 @@ class Source:
         return False
 
     @property
+    def package(self) -> list[str]:
+        """The parts of the package the file's relative imports resolve in, as `names.py` names it (a
+        file named `a.b.py` is module `a.b`, in package `a`)."""
+        if self._package is None:
+            from corral.gates.names import module_name_for
+
+            module, is_package = module_name_for(self.relpath)
+            package = module if is_package else module.rpartition(".")[0]
+            self._package = package.split(".") if package else []
+        return self._package
+
+    @property
     def imports(self) -> bytes:
         """The text of the file's import statements, as far as a name can resolve through them: every
         module a plain `import` names, every `from` module, the file's own package path where a relative
@@ -94,7 +107,7 @@ class Source:
         so a rule about modules reads this instead of the whole file. It is the whole file when an
         `import` line is continued with a backslash, which this reading does not follow."""
         if self._imports is None:
-            self._imports = _import_text(self.data, self.relpath)
+            self._imports = _import_text(self.data, self)
         return self._imports
 
     def holds(self, predicate: Callable[[Source], bool]) -> bool:
@@ -117,7 +130,7 @@ def _has_whole_word(data: bytes, word: bytes) -> bool:
     return False
 
 
-def _import_text(data: bytes, relpath: str) -> bytes:
+def _import_text(data: bytes, source: Source) -> bytes:
     rests = b"\n".join(_IMPORT_REST.findall(data))
     if rests.endswith((b"\\", b"\\\r")) or b"\\\n" in rests or b"\\\r" in rests:
         return data
@@ -126,7 +139,7 @@ def _import_text(data: bytes, relpath: str) -> bytes:
     if any(module.startswith(b".") for module in modules):
         # A relative import resolves inside the file's own package, whose names stand in for it; one that
         # climbs out of every package resolves to what it names (see `names.py`).
-        package = relpath.split("/")[:-1]
+        package = source.package
         parts.extend(part.encode("utf-8", "surrogateescape") for part in package)
         lines = Lines(data)
         for match in RELATIVE_IMPORT.finditer(data):
@@ -156,10 +169,19 @@ class Lines:
         self.data = data
         self._budget = _READ_BUDGET_FILES * len(data) + _READ_BUDGET_EXTRA
 
+    def start(self, position: int) -> int | None:
+        """Where the physical line holding `position` starts; None when that is too far back to look."""
+        newline = self.data.rfind(b"\n", max(0, position - LINE_BYTES_AT_MOST), position)
+        if newline == -1 and position > LINE_BYTES_AT_MOST:
+            return None
+        return newline + 1
+
     def end(self, position: int) -> int | None:
         """Where the logical line holding `position` ends (its newline, or the end of the file)."""
         data = self.data
-        start = data.rfind(b"\n", 0, position) + 1
+        start = self.start(position)
+        if start is None:
+            return None
         indent = _indentation(data, start)
         limit = min(start + LINE_BYTES_AT_MOST, start + self._budget)
         depth = 0
@@ -187,6 +209,11 @@ class Lines:
         end = self.end(position)
         return None if end is None else self.data[position:end]
 
+    def statement(self, position: int) -> bytes | None:
+        """The whole logical line holding `position`, from the start of its first physical line."""
+        start, end = self.start(position), self.end(position)
+        return None if start is None or end is None else self.data[start:end]
+
 
 def _runs_on(data: bytes, line: bytes, newline: int, indent: int) -> bool:
     """Whether a line that seems complete may still go on: the next line is indented deeper, which only a
@@ -198,9 +225,14 @@ def _runs_on(data: bytes, line: bytes, newline: int, indent: int) -> bool:
 
 
 def _opened(line: bytes) -> int:
-    """How many brackets the line leaves open, not counting those in its comment: a `#` with an even
-    number of each quote before it starts one (inside a string spanning lines that can be wrong, and the
-    indentation rule is then what keeps the line going)."""
+    """How many brackets the line leaves open, not counting those in its comments (a bare carriage return
+    ends a line, and a comment, for Python too)."""
+    return sum(_opened_in(part) for part in line.split(b"\r"))
+
+
+def _opened_in(line: bytes) -> int:
+    # A `#` with an even number of each quote before it starts a comment (inside a string spanning lines
+    # that can be wrong, and the indentation rule is then what keeps the line going).
     comment = line.find(b"#")
     while comment != -1 and (line.count(b"'", 0, comment) % 2 or line.count(b'"', 0, comment) % 2):
         comment = line.find(b"#", comment + 1)
@@ -218,12 +250,13 @@ def _indentation(data: bytes, start: int) -> int:
     return position - start
 
 
-def starts_word(data: bytes, position: int) -> bool:
-    """Whether a word found at `position` starts there, not inside a longer name or after a dot.
+def starts_word(data: bytes, position: int, *, after_dot: bool = False) -> bool:
+    """Whether a word found at `position` starts there, not inside a longer name (nor after a dot, unless
+    `after_dot`: an attribute's name).
 
     Patterns start with their literal word and leave this test to the caller: a look-behind at the start
     of a pattern stops the regex engine from skipping ahead to the literal."""
-    return position == 0 or data[position - 1] not in _NAME_BYTES
+    return position == 0 or data[position - 1] not in (_IDENTIFIER_BYTES if after_dot else _NAME_BYTES)
 
 
 def ends_word(data: bytes, end: int) -> bool:

@@ -91,7 +91,7 @@ def may_import(source: Source, module: str) -> bool:
     package = module.partition(".")[0]
     if package in ("os", "pty"):
         return source.holds(imports_os)
-    return source.imports_any(package.encode()) or source.relpath.partition("/")[0] == package
+    return source.imports_any(package.encode()) or source.package[:1] == [package]
 
 
 def imports_os(source: Source) -> bool:

@@ -71,7 +71,7 @@ class ConnectionBudget(Rule, ScopedVisitor):
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:
         # `Runtime` resolves to corral's only through an import naming corral (or inside corral itself).
-        return (source.imports_any(b"corral") or source.relpath.startswith("corral/")) and source.has(b"Runtime")
+        return (source.imports_any(b"corral") or source.package[:1] == ["corral"]) and source.has(b"Runtime")
 
     def check(self) -> Iterator[Finding]:
         self.visit(self.context.tree)

@@ -33,6 +33,7 @@ _QUOTED_MODULE = re.compile(rb"['\"]" + _MODULES)
 _QUOTED_OS = (b"'os", b'"os', b"'pty", b'"pty')
 # A call of a dynamic import function, and the function named without being called (an alias, a value).
 _DYNAMIC_IMPORT_CALL = re.compile(rb"(?:__import__|import_module)" + WHITESPACE + rb"*\(")
+_IMPORT_STATEMENT = re.compile(rb"(?:import|from)(?![\w\x80-\xff])")
 _ALIASED = re.compile(WHITESPACE + rb"+as(?![\w\x80-\xff])")
 _DYNAMIC_IMPORT_UNCALLED = re.compile(rb"(?:__import__|import_module)(?![\w\x80-\xff])(?!" + WHITESPACE + rb"*\()")
 # Any star import: in a file whose imports name a spawner package, it may be one of that package's modules
@@ -43,12 +44,15 @@ _GETATTR_UNCALLED = re.compile(rb"getattr(?![\w\x80-\xff])(?!" + WHITESPACE + rb
 _GETATTR_CALL = re.compile(rb"getattr" + WHITESPACE + rb"*\(")
 _IMPORTS = (re.compile(rb"import(?![\w\x80-\xff])"), re.compile(rb"from(?![\w\x80-\xff])"))
 _OS_OR_PTY = re.compile(rb"(?<![\w.\x80-\xff])(?:os|pty)(?![\w\x80-\xff])")
+# A comment runs to the end of its line: matched whole, it can be matched only one way (a pattern that
+# could stop a comment at any `#` backtracks exponentially over comment lines).
+_COMMENT = rb"#[^\r\n]*(?![^\r\n])"
 # The name an expression starts with (after brackets, line breaks and comments), and whether a walrus
 # binds it to what follows.
-_HEAD = re.compile(rb"(?:" + WHITESPACE + rb"|\(|#[^\n]*)*(" + NAME + rb")(" + WHITESPACE + rb"*:=)?")
+_HEAD = re.compile(rb"(?:" + WHITESPACE + rb"|\(|" + _COMMENT + rb")*(" + NAME + rb")(" + WHITESPACE + rb"*:=)?")
 # What follows a name that an assignment or annotation binds: its `=` or `:`, past a bracket (`(loop) =`)
 # or a line break.
-_BINDS = re.compile(rb"(?:" + WHITESPACE + rb"|\)|#[^\n]*)*(?:(:)(?!=)|=(?!=))")
+_BINDS = re.compile(rb"(?:" + WHITESPACE + rb"|\)|" + _COMMENT + rb")*(?:(:)(?!=)|=(?!=))")
 # Packages whose own modules reach spawner modules through relative imports.
 _SPAWNER_PACKAGES = frozenset(module.partition(".")[0] for module in SPAWNER_MODULES if "." in module)
 # How many names the prefilter follows through assignments before it gives up and admits the file.
@@ -59,16 +63,19 @@ def _dynamic_import_may_name_spawner(data: bytes) -> bool:
     """Whether a dynamic import may name a spawner module: a string in the file names one, or a call's
     argument is spelled so that only evaluating it tells (escapes, adjacent literals), or the import
     function is aliased (its calls then carry no name to look for)."""
+    lines = Lines(data)
     for match in _DYNAMIC_IMPORT_UNCALLED.finditer(data):
-        line = data[data.rfind(b"\n", 0, match.start()) + 1 : match.start()].lstrip()
+        start = lines.start(match.start())
+        if start is None:
+            return True
+        line = data[start : match.start()].lstrip()
         if line.startswith(b"#"):
             continue
         # An import statement names it without calling it; only its alias (`as load`) is then called.
-        if not line.startswith((b"import", b"from")) or _ALIASED.match(data, match.end()):
+        if not _IMPORT_STATEMENT.match(line) or b";" in line or _ALIASED.match(data, match.end()):
             return True
     if _QUOTED_MODULE.search(data):
         return True
-    lines = Lines(data)
     for match in _DYNAMIC_IMPORT_CALL.finditer(data):
         argument = lines.rest(match.end())
         if argument is None or b"\\" in argument or argument.count(b"'") + argument.count(b'"') > 2:
@@ -95,7 +102,7 @@ def _may_reach_spawner_module(data: bytes, *, in_spawner_package: bool) -> bool:
     words of an import statement naming a spawner package, or an assignment or annotation of it leads
     to one.
     """
-    if any(starts_word(data, match.start()) for match in _GETATTR_UNCALLED.finditer(data)):
+    if any(starts_word(data, match.start(), after_dot=True) for match in _GETATTR_UNCALLED.finditer(data)):
         return True
     heads = {head for match in _GETATTR_CALL.finditer(data) for head in _heads(data, match.end())}
     if not heads:
@@ -130,9 +137,9 @@ def _words_of_spawner_imports(lines: Lines, *, relative_too: bool) -> set[bytes]
         if match.start() < read_to or not starts_word(data, match.start()):
             continue  # inside a statement already read
         end = lines.end(match.start())
-        if end is None:
+        statement = lines.statement(match.start())
+        if end is None or statement is None:
             return None
-        statement = data[data.rfind(b"\n", 0, match.start()) + 1 : end]
         read_to = end
         if (
             any(package in statement for package in PACKAGE_WORDS)
@@ -160,6 +167,10 @@ def _names_bound_from(lines: Lines, name: bytes) -> Iterator[bytes | None]:
             pass
         elif binding.group(1):
             value = lines.rest(binding.end())
+            if value is not None and not value.split(b"#", 1)[0].strip():
+                # `loop:` ending its line inside a parameter list: the annotation is on the next one.
+                following = lines.end(binding.end())
+                value = None if following is None else lines.rest(following + 1)
             if value is None:
                 yield None
             else:
@@ -246,7 +257,7 @@ class HiddenSpawners(Rule, ScopedVisitor):
             return True
         if not source.holds(imports_spawner_module):
             return False
-        in_spawner_package = source.relpath.partition("/")[0] in _SPAWNER_PACKAGES
+        in_spawner_package = bool(source.package) and source.package[0] in _SPAWNER_PACKAGES
         if source.has(b"getattr") and _may_reach_spawner_module(data, in_spawner_package=in_spawner_package):
             return True
         return _STAR_IMPORT.search(data) is not None

@@ -205,6 +205,26 @@ REVIEWED = [
     ("app/module.py", "#" + " " * 450 + "-*- coding: utf-7 -*-\nimport +AHQ-hreading\n+AHQ-hreading.Thread()\n"),
     ("app/module.py", "from \\\rthreading import Thread\rThread()\r"),
     ("app/module.py", "x = 1\nfrom \\\rthreading import Thread\nThread()\n"),
+    # The second round.
+    ("app/module.py", "import requests  # noqa: F401\n" + _IN_TRANSACTION.format(call="requests.get(url)")),
+    ("app/module.py", "import requests; import json\n" + _IN_TRANSACTION.format(call="requests.get(url)")),
+    (
+        "app/module.py",
+        "import json, requests  # type: ignore\n" + _CORRAL_JOB + "def send(ctx, u):\n    requests.get(u)\n",
+    ),
+    ("app/module.py", "import builtins\nimport threading\nfetch = builtins.getattr\nfetch(threading, name)\n"),
+    (
+        "app/module.py",
+        "from importlib import import_module\nimporter = import_module\nimporter('multi' 'processing')\n",
+    ),
+    ("app/module.py", 'import importlib; load = importlib.import_module\nload("multi" "processing")\n'),
+    (
+        "app/module.py",
+        "import asyncio\ndef f(\n    name,\n    loop:\n        asyncio.AbstractEventLoop,\n):\n"
+        "    return getattr(loop, name)\n",
+    ),
+    ("app/module.py", "x = 1  # c\rfrom .. import (\nthreading)\nthreading.Thread()\n"),
+    ("asyncio.tasks.py", "from . import tasks\ngetattr(tasks, name)\n"),
 ]
 
 
@@ -298,6 +318,11 @@ _BLOCK_CASES = [
     "data",
     [
         *(_closed_blocks(prefix, unit) for prefix, unit in _BLOCK_CASES),
+        b"import threading\ndef f(obj, name):\n    value = getattr(obj, name)\n" + b"    # see issue #1234\n" * 2_000,
+        b"import threading\ngetattr(x, y)\n" + (b"#" * 79 + b"\n# Helpers\n") * 2_000,
+        b"import threading\ngetattr(\n    " + b"#" * 5_000 + b"\n    1, name)\n",
+        b"# " + b"__import__ " * 90_000 + b"\n",
+        b"from importlib import " + b"import_module, " * 60_000 + b"\n",
         b"getattr(" + b"x = (\n" * 20_000,
         b"import threading\n" + b"getattr(a, b)\na = b\nb = a\n" * 5_000,
         b"import threading\n" + b"".join(b"getattr(n%d, x)\nn%d = m\n" % (i, i) for i in range(20_000)),
@@ -310,6 +335,11 @@ _BLOCK_CASES = [
     ],
     ids=[
         *(f"blocks of {unit.decode()}" for _, unit in _BLOCK_CASES),
+        "comment-lines",
+        "comment-banners",
+        "long-comment",
+        "many-dynamic-imports",
+        "long-import-list",
         "unclosed",
         "cycle",
         "many-heads",
