@@ -50,9 +50,11 @@ _COMMENT = rb"#[^\r\n]*(?![^\r\n])"
 # The name an expression starts with (after brackets, line breaks and comments), and whether a walrus
 # binds it to what follows.
 _HEAD = re.compile(rb"(?:" + WHITESPACE + rb"|\(|" + _COMMENT + rb")*(" + NAME + rb")(" + WHITESPACE + rb"*:=)?")
-# What follows a name that an assignment or annotation binds: its `=` or `:`, past a bracket (`(loop) =`)
-# or a line break.
-_BINDS = re.compile(rb"(?:" + WHITESPACE + rb"|\)|" + _COMMENT + rb")*(?:(:)(?!=)|=(?!=))")
+# What follows a name that an annotation or an assignment binds: its `:`, or its `=` (past a bracket, as
+# in `(loop) = ...`), across line breaks and comments.
+_BINDS = re.compile(
+    rb"(?:(?:" + WHITESPACE + rb"|" + _COMMENT + rb")*(:)(?!=)|(?:" + WHITESPACE + rb"|\)|" + _COMMENT + rb")*=(?!=))"
+)
 # Packages whose own modules reach spawner modules through relative imports.
 _SPAWNER_PACKAGES = frozenset(module.partition(".")[0] for module in SPAWNER_MODULES if "." in module)
 # How many names the prefilter follows through assignments before it gives up and admits the file.
@@ -154,6 +156,10 @@ def _start(match: re.Match[bytes]) -> int:
     return match.start()
 
 
+def _alone_on_its_line(data: bytes, position: int) -> bool:
+    return not data[data.rfind(b"\n", max(0, position - 200), position) + 1 : position].strip()
+
+
 def _names_bound_from(lines: Lines, name: bytes) -> Iterator[bytes | None]:
     """The names `name`'s bindings may resolve through: the heads of each assigned value (`name = x.y`,
     `name = f()`, `name = (a := b)`) and every name of each annotation (`name: AbstractEventLoop`); None
@@ -167,8 +173,8 @@ def _names_bound_from(lines: Lines, name: bytes) -> Iterator[bytes | None]:
             pass
         elif binding.group(1):
             value = lines.rest(binding.end())
-            if value is not None and not value.split(b"#", 1)[0].strip():
-                # `loop:` ending its line inside a parameter list: the annotation is on the next one.
+            if value is not None and not value.split(b"#", 1)[0].strip() and _alone_on_its_line(data, position):
+                # `loop:` alone on its line in a parameter list: the annotation is on the next one.
                 following = lines.end(binding.end())
                 value = None if following is None else lines.rest(following + 1)
             if value is None:
