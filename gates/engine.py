@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from corral.gates.registry import Rule
 
 UNCHECKABLE = "CRL001"
-# A pool costs more than it saves below this many files.
+# Workers cost more than they save below this many files; a walk starts them once it has found this many.
 PARALLEL_THRESHOLD = 200
 
 # A whole-project check reads every file's facts; it returns findings and may add a section to the

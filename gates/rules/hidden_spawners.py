@@ -16,6 +16,7 @@ from corral.gates.findings import Finding
 from corral.gates.prefilter import NAME, RELATIVE_IMPORT, WHITESPACE, WORD, Lines, Source, ends_word, starts_word
 from corral.gates.registry import FileContext, Rule, ScopedVisitor, lines_mentioning
 from corral.gates.spawners import (
+    OS_OR_PTY,
     PACKAGE_WORDS,
     SPAWNER_MODULES,
     display_name,
@@ -30,7 +31,6 @@ DYNAMIC_IMPORTS = frozenset({"builtins.__import__", "importlib.import_module", "
 _MODULES = rb"(?:threading|_thread|multiprocessing|concurrent|asyncio|os|pty)\b"
 # A dynamic import of a spawner module names the module in a string (the import function may be aliased).
 _QUOTED_MODULE = re.compile(rb"['\"]" + _MODULES)
-_QUOTED_OS = (b"'os", b'"os', b"'pty", b'"pty')
 # A call of a dynamic import function, and the function named without being called (an alias, a value).
 _DYNAMIC_IMPORT_CALL = re.compile(rb"(?:__import__|import_module)" + WHITESPACE + rb"*\(")
 _IMPORT_STATEMENT = re.compile(rb"(?:import|from)(?![\w\x80-\xff])")
@@ -43,7 +43,6 @@ _STAR_IMPORT = re.compile(rb"import" + WHITESPACE + rb"*\*")
 _GETATTR_UNCALLED = re.compile(rb"getattr(?![\w\x80-\xff])(?!" + WHITESPACE + rb"*\()")
 _GETATTR_CALL = re.compile(rb"getattr" + WHITESPACE + rb"*\(")
 _IMPORTS = (re.compile(rb"import(?![\w\x80-\xff])"), re.compile(rb"from(?![\w\x80-\xff])"))
-_OS_OR_PTY = re.compile(rb"(?<![\w.\x80-\xff])(?:os|pty)(?![\w\x80-\xff])")
 # A comment runs to the end of its line: matched whole, it can be matched only one way (a pattern that
 # could stop a comment at any `#` backtracks exponentially over comment lines).
 _COMMENT = rb"#[^\r\n]*(?![^\r\n])"
@@ -145,7 +144,7 @@ def _words_of_spawner_imports(lines: Lines, *, relative_too: bool) -> set[bytes]
         read_to = end
         if (
             any(package in statement for package in PACKAGE_WORDS)
-            or _OS_OR_PTY.search(statement)
+            or OS_OR_PTY.search(statement)
             or (relative_too and RELATIVE_IMPORT.search(statement))
         ):
             words.update(WORD.findall(statement))
