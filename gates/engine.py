@@ -20,6 +20,7 @@ from corral.gates.cache import Cache, FileResult, Stamp
 from corral.gates.config import Config
 from corral.gates.discovery import iter_files
 from corral.gates.findings import Finding
+from corral.gates.infra.parallel import map_paths
 from corral.gates.job_report import jobs_report
 from corral.gates.parsing import Uncheckable, declares_encoding, decode
 
@@ -182,21 +183,15 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
         modules.forget()
     cache = Cache.open(config) if use_cache else None
     found: Iterable[str] = iter_files(paths or ["."])
-    outcomes: dict[str, tuple[Stamp | None, str | None, FileResult, bool]] | None = None
+    start_after = PARALLEL_THRESHOLD
     if cache is not None and len(cache):
-        found = sorted(found)
+        found = list(found)
         if len(cache) >= 0.9 * len(found):
             # A warm cache answers faster in this process than workers can start.
-            _prepare(config, cache)
-            outcomes = {path: _check_file(path) for path in found}
-    if outcomes is None:
-        from corral.gates.infra.parallel import map_paths
-
-        # A cold run checks the first files a walk finds while it looks for the rest (the workers load
-        # the rules meanwhile).
-        outcomes = map_paths(
-            _check_file, found, start_after=PARALLEL_THRESHOLD, initializer=_prepare, initargs=(config, cache)
-        )
+            start_after = len(found) + 1
+    # A cold run checks the first files a walk finds while it looks for the rest (the workers load the
+    # rules meanwhile).
+    outcomes = map_paths(_check_file, found, start_after=start_after, initializer=_prepare, initargs=(config, cache))
     results: dict[str, FileResult] = {}
     for path in sorted(outcomes):
         stamp, key, result, hit = outcomes[path]

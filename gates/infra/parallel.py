@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pickle
 import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -107,6 +106,8 @@ def _close(open_ends: list[int], end: int) -> None:
 
 def _work(function: Callable[[str], Result], queue: int, record_size: int, writer: int) -> None:
     """A worker's whole life: draw paths until the queue is closed and empty, then send every result."""
+    import pickle
+
     status = 1
     try:
         done: list[tuple[str, Result]] = []
@@ -123,6 +124,9 @@ def _work(function: Callable[[str], Result], queue: int, record_size: int, write
 
 def _collect(pid: int, reader: int) -> dict[str, Result]:
     """One worker's results; empty when it did not finish (its paths are then checked again)."""
+    # Loaded here and in the workers, not at the top: a run that never forks never needs it.
+    import pickle
+
     chunks = []
     while chunk := os.read(reader, 1 << 20):
         chunks.append(chunk)

@@ -155,10 +155,6 @@ def _start(match: re.Match[bytes]) -> int:
     return match.start()
 
 
-def _alone_on_its_line(data: bytes, position: int) -> bool:
-    return not data[data.rfind(b"\n", max(0, position - 200), position) + 1 : position].strip()
-
-
 def _names_bound_from(lines: Lines, name: bytes) -> Iterator[bytes | None]:
     """The names `name`'s bindings may resolve through: the heads of each assigned value (`name = x.y`,
     `name = f()`, `name = (a := b)`) and every name of each annotation (`name: AbstractEventLoop`); None
@@ -172,7 +168,9 @@ def _names_bound_from(lines: Lines, name: bytes) -> Iterator[bytes | None]:
             pass
         elif binding.group(1):
             value = lines.rest(binding.end())
-            if value is not None and not value.split(b"#", 1)[0].strip() and _alone_on_its_line(data, position):
+            line_start = lines.start(position)
+            alone = line_start is not None and not data[line_start:position].strip()
+            if value is not None and alone and not value.split(b"#", 1)[0].strip():
                 # `loop:` alone on its line in a parameter list: the annotation is on the next one.
                 following = lines.end(binding.end())
                 value = None if following is None else lines.rest(following + 1)
