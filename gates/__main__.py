@@ -2,6 +2,6 @@
 
 import sys
 
-from corral.gates.cli import main
+from corral.gates.cli.main import main
 
 sys.exit(main())

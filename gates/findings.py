@@ -1,8 +1,13 @@
-"""The finding: one thing wrong at one place, the unit every output and front reports."""
+"""The finding: one thing wrong at one place, the unit every output and front reports; and the facts
+per file that whole-project checks read."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+# What whole-project checks read: per file (relative path), the facts its rules recorded, by kind.
+FactsByFile = Mapping[str, Mapping[str, list[Any]]]
 
 
 class Finding(NamedTuple):

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from functools import cache
 
 from corral.gates.config import Config, ConfigError, load_config
-from corral.gates.engine import check_source, relative_path
+from corral.gates.engine.run import check_source, relative_path
 
 CONFIG_ERROR = "CRL000"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from corral.gates.registry import ENGINE_CODES, Rule
+from corral.gates.rules.base import ENGINE_CODES, Rule
 from corral.gates.rules.connection_budget import ConnectionBudget
 from corral.gates.rules.hidden_spawners import HiddenSpawners
 from corral.gates.rules.job_timeouts import JobTimeouts

@@ -2,7 +2,7 @@
 
 The fact holds the runtime's queues' names and `max_workers` (queues declared inline, in this module or
 imported from another project module), `relay`, `max_conns` and `reserve`, and every value the gate
-could not resolve with where it stands. `corral.gates.budget_report` turns the facts into findings.
+could not resolve with where it stands. `corral.gates.rules.budget_report` turns the facts into findings.
 """
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ import ast
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from corral.gates.budget_report import FACT, OVER_BUDGET, UNPROVEN
+from corral.gates.analysis.context import FileContext
+from corral.gates.analysis.scoped import ScopedVisitor
+from corral.gates.analysis.values import StaticValues, Unresolved
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.prefilter import Source
-from corral.gates.registry import FileContext, Rule, ScopedVisitor
-from corral.gates.values import StaticValues, Unresolved
+from corral.gates.rules.base import Rule
+from corral.gates.rules.budget_report import FACT, OVER_BUDGET, UNPROVEN
+from corral.gates.source.prefilter import Source
 
 RUNTIMES = frozenset({"corral.runtime.Runtime", "corral.runtime.runtime.Runtime"})
 QUEUES = frozenset({"corral.runtime.Queue", "corral.runtime.declarations.Queue"})

@@ -11,11 +11,11 @@ import re
 from collections.abc import Iterator
 from typing import ClassVar
 
+from corral.gates.analysis.context import FileContext
+from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.prefilter import NAME, RELATIVE_IMPORT, WHITESPACE, WORD, Lines, Source, ends_word, starts_word
-from corral.gates.registry import FileContext, Rule, ScopedVisitor, lines_mentioning
-from corral.gates.spawners import (
+from corral.gates.knowledge.spawners import (
     OS_OR_PTY,
     PACKAGE_WORDS,
     SPAWNER_MODULES,
@@ -23,6 +23,8 @@ from corral.gates.spawners import (
     imports_spawner_module,
     spawner_code,
 )
+from corral.gates.rules.base import Rule
+from corral.gates.source.prefilter import NAME, RELATIVE_IMPORT, WHITESPACE, WORD, Lines, Source, ends_word, starts_word
 
 CODE = "CRL106"
 DYNAMIC_IMPORTS = frozenset({"builtins.__import__", "importlib.import_module", "importlib.__import__"})

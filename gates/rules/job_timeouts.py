@@ -1,6 +1,6 @@
 """CRL201-CRL204: every job kind has a hard timeout, provable statically as a positive number.
 
-The kinds and their effective timeouts come from `corral.gates.jobs` (one place for every framework);
+The kinds and their effective timeouts come from `corral.gates.frameworks.jobs` (one place for every framework);
 this rule turns failing kinds into findings on the declaring decorator or call, and records every kind as
 a `jobs` fact for the whole-project report (`corral jobs --static`, the json `jobs` section).
 """
@@ -13,9 +13,9 @@ from typing import ClassVar
 
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.jobs import CELERY, CORRAL, OTHER, UNRESOLVED, job_kinds
-from corral.gates.prefilter import Source
-from corral.gates.registry import Rule
+from corral.gates.frameworks.jobs import CELERY, CORRAL, OTHER, UNRESOLVED, job_kinds
+from corral.gates.rules.base import Rule
+from corral.gates.source.prefilter import Source
 
 # Every job kind is declared by a decorator or call whose name is written in the file: a method of an app,
 # queue or broker (`.task`, `.job`, `.periodic`, `.db_task`...; the object may come from a project module),

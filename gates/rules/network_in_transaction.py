@@ -7,7 +7,7 @@ Transaction scopes: the body of a `with`/`async with` whose item is Django's `tr
 (however imported) or a `.begin()`, `.begin_nested()`, `.transaction()` or `.atomic()` on any object
 (SQLAlchemy sessions, engines and connections, psycopg 3, asyncpg, peewee), and the body of a function
 decorated with one of those (`@transaction.atomic`, `@db.atomic()`). Items after the opening one in the
-same `with` are inside it. Network calls are what `corral.gates.network` classifies.
+same `with` are inside it. Network calls are what `corral.gates.knowledge.network` classifies.
 
 The check is syntactic within a function: the scope's own statements and the blocks nested in them, plus
 functions and lambdas defined in the same enclosing function when they are called there (reported at the
@@ -24,12 +24,14 @@ from collections.abc import Iterator, Sequence
 from functools import cached_property
 from typing import ClassVar, NamedTuple
 
+from corral.gates.analysis.context import FileContext
+from corral.gates.analysis.names import LOCAL, Scope, arguments_of
+from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.names import LOCAL, Scope, arguments_of
-from corral.gates.network import NetworkCall, NetworkCalls, lookup_in, might_call_network, scoped_nodes
-from corral.gates.prefilter import Source
-from corral.gates.registry import FileContext, Rule, ScopedVisitor, lines_mentioning
+from corral.gates.knowledge.network import NetworkCall, NetworkCalls, lookup_in, might_call_network, scoped_nodes
+from corral.gates.rules.base import Rule
+from corral.gates.source.prefilter import Source
 
 CODE = "CRL401"
 DJANGO_ATOMIC = "django.db.transaction.atomic"

@@ -10,11 +10,11 @@ import ast
 from collections.abc import Iterator
 from typing import ClassVar
 
+from corral.gates.analysis.context import FileContext
+from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.prefilter import Source
-from corral.gates.registry import FileContext, Rule, ScopedVisitor, lines_mentioning
-from corral.gates.spawners import (
+from corral.gates.knowledge.spawners import (
     CONFIGURED,
     EXECUTOR,
     LOOP_METHOD,
@@ -28,6 +28,8 @@ from corral.gates.spawners import (
     may_import,
     spawner_code,
 )
+from corral.gates.rules.base import Rule
+from corral.gates.source.prefilter import Source
 
 ADVICE = "outside infra; enqueue a job or call an infra helper instead"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from corral.gates.config import Config
-from corral.gates.engine import check_source
+from corral.gates.engine.run import check_source
 from expectations import FIXTURES, example_source, expected_findings
 
 FIXTURE_FILES = sorted((FIXTURES / "crl2").glob("*.py"))
@@ -135,9 +135,9 @@ def test_type_checking_blocks_are_skipped() -> None:
 
 
 def test_prefilter_is_sound_for_every_fixture() -> None:
-    from corral.gates.prefilter import Source
     from corral.gates.rules.job_timeouts import JobTimeouts
     from corral.gates.rules.network_timeouts import NetworkTimeouts
+    from corral.gates.source.prefilter import Source
 
     for fixture in FIXTURE_FILES:
         data = fixture.read_bytes()

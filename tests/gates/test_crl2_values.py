@@ -1,4 +1,4 @@
-"""The static evaluator (`corral.gates.values`), the API CRL2 and CRL3 share: numbers, names, modules."""
+"""The static evaluator (`corral.gates.analysis.values`), the API CRL2 and CRL3 share: numbers, names, modules."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from corral.gates.analysis.context import FileContext
+from corral.gates.analysis.names import ModuleNames
+from corral.gates.analysis.values import Located, StaticValues, Unresolved
 from corral.gates.config import Config
-from corral.gates.names import ModuleNames
-from corral.gates.registry import FileContext
-from corral.gates.values import Located, StaticValues, Unresolved
 
 
 def evaluator(source: str, root: Path = Path("/project"), relpath: str = "app/m.py") -> StaticValues:

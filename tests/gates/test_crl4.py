@@ -9,13 +9,13 @@ from pathlib import Path
 
 import hypothesmith
 import pytest
+from corral.gates.analysis.names import ModuleNames
 from corral.gates.config import Config
-from corral.gates.engine import check_source
-from corral.gates.names import ModuleNames
-from corral.gates.network import NetworkCalls, might_call_network
-from corral.gates.prefilter import Source
+from corral.gates.engine.run import check_source
+from corral.gates.knowledge.network import NetworkCalls, might_call_network
 from corral.gates.rules import CODES
 from corral.gates.rules.network_in_transaction import NetworkInTransaction
+from corral.gates.source.prefilter import Source
 from expectations import FIXTURES, example_source, expected_findings
 from hypothesis import HealthCheck, given, settings
 

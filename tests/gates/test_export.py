@@ -9,7 +9,7 @@ from pathlib import Path
 
 from conftest import run_corral
 from corral.gates.config import DEFAULT_TESTS
-from corral.gates.spawners import SPAWNERS
+from corral.gates.knowledge.spawners import SPAWNERS
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from corral.gates.config import Config
-from corral.gates.engine import check_source
+from corral.gates.engine.run import check_source
 from expectations import expected_findings, rule_fixture_folders
 
 FIXTURE_FILES = [file for folder in rule_fixture_folders() for file in sorted(folder.glob("*.py"))]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import run_corral
 from corral.gates.config import load_config
-from corral.gates.engine import check_paths
+from corral.gates.engine.run import check_paths
 from expectations import expected_findings, rule_fixture_folders
 
 FLAKE8 = str(Path(sys.executable).parent / "flake8")

@@ -24,9 +24,9 @@ KEYWORD_MARK = re.compile(r"#\s*kw:\s*([\w, ]+?)\s*(?=#|$)")
 
 def _load_lowering() -> ModuleType:
     try:
-        from corral.gates import lowering
+        from corral.gates.source import lowering
     except ImportError:  # corral is not installed in this interpreter (e.g. a bare venv of another version)
-        path = Path(__file__).resolve().parents[2] / "gates" / "lowering.py"
+        path = Path(__file__).resolve().parents[2] / "gates" / "source" / "lowering.py"
         spec = importlib.util.spec_from_file_location("lowering_under_test", path)
         assert spec is not None and spec.loader is not None
         lowering = importlib.util.module_from_spec(spec)

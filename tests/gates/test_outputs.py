@@ -13,9 +13,9 @@ import jsonschema
 import pytest
 import yaml
 from conftest import run_corral
-from corral.gates.engine import CheckResult
+from corral.gates.engine.run import CheckResult
 from corral.gates.findings import Finding
-from corral.gates.outputs import render_github, render_junit, render_markdown
+from corral.gates.outputs.formats import render_github, render_junit, render_markdown
 from corral.gates.rules import CODES
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from corral.gates.infra import parallel
+from corral.gates.engine.infra import parallel
 
 PARENT = os.getpid()
 SETTING: list[int] = []

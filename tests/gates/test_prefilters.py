@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 from corral.gates.config import Config
-from corral.gates.engine import check_source
-from corral.gates.network import might_call_network
-from corral.gates.prefilter import Source
+from corral.gates.engine.run import check_source
+from corral.gates.knowledge.network import might_call_network
 from corral.gates.rules import RULES
 from corral.gates.rules.hidden_spawners import HiddenSpawners
 from corral.gates.rules.job_timeouts import JobTimeouts
 from corral.gates.rules.network_in_transaction import NetworkInTransaction
 from corral.gates.rules.unmanaged_concurrency import UnmanagedConcurrency
+from corral.gates.source.prefilter import Source
 from expectations import example_source, rule_fixture_folders
 
 CONFIG = Config(root=Path("/project"), extend_spawners=("gevent.spawn", "myapp.tasks.spawn"))

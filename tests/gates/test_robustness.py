@@ -12,7 +12,7 @@ import hypothesmith
 import pytest
 from conftest import run_corral
 from corral.gates.config import Config
-from corral.gates.engine import check_source
+from corral.gates.engine.run import check_source
 from corral.gates.rules import CODES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

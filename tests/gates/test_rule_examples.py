@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from corral.gates.config import Config
-from corral.gates.engine import check_files
+from corral.gates.engine.run import check_files
 from corral.gates.rules import CODES, RULES
 from expectations import example_source, expected_findings
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import run_corral
 from corral.gates.config import Config
-from corral.gates.engine import check_source
+from corral.gates.engine.run import check_source
 
 CONFIG = Config(root=Path("/project"))
 

@@ -210,16 +210,6 @@ def arguments_of(arguments: ast.arguments) -> Iterator[ast.arg]:
         yield arguments.kwarg
 
 
-def module_name_for(relpath: str) -> tuple[str, bool]:
-    """The dotted module name of a file relative to the project root, and whether it is a package."""
-    stem = relpath.rsplit(".", 1)[0]
-    parts = [part for part in stem.split("/") if part]
-    is_package = bool(parts) and parts[-1] == "__init__"
-    if is_package:
-        parts.pop()
-    return ".".join(parts), is_package
-
-
 def is_type_checking_test(node: ast.expr, names: ModuleNames, scope: Scope) -> bool:
     """`if TYPE_CHECKING:` (however imported) guards code that never runs."""
     if isinstance(node, ast.Name) and node.id == "TYPE_CHECKING":

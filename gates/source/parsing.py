@@ -77,7 +77,7 @@ def parse(text: str, filename: str) -> ast.Module:
         raise Uncheckable("is nested too deeply for Python's parser") from None
     except ValueError as error:
         raise Uncheckable(str(error)) from None
-    from corral.gates.lowering import parse_lowered
+    from corral.gates.source.lowering import parse_lowered
 
     try:
         with warnings.catch_warnings():

@@ -91,7 +91,7 @@ class Cache:
         except (TypeError, ValueError, AttributeError):
             return None  # an entry from a damaged cache file is recomputed
         if dependencies:
-            from corral.gates.modules import dependency_holds
+            from corral.gates.analysis.modules import dependency_holds
 
             if not all(dependency_holds(self.root, name, known) for name, known in dependencies.items()):
                 return None
@@ -144,9 +144,12 @@ def _source_stamp() -> str:
     """Modification times of corral's gate modules: a cheap stand-in for 'the rules changed'."""
     import hashlib
 
-    package = Path(__file__).parent
+    package = Path(__file__).parents[1]
     stamps: list[str] = []
-    for directory in (package, package / "rules"):
-        with os.scandir(directory) as entries:
-            stamps.extend(f"{entry.name}:{entry.stat().st_mtime_ns}" for entry in entries if entry.name.endswith(".py"))
+    for directory, _, names in os.walk(package):
+        stamps.extend(
+            f"{directory}/{name}:{os.stat(os.path.join(directory, name)).st_mtime_ns}"
+            for name in names
+            if name.endswith(".py")
+        )
     return hashlib.blake2b("|".join(sorted(stamps)).encode(), digest_size=8).hexdigest()

@@ -10,19 +10,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from corral.gates.cache import FileResult
     from corral.gates.config import Config
-    from corral.gates.findings import Finding
+    from corral.gates.findings import FactsByFile, Finding
 
 REPORT = "jobs"
 
 
-def jobs_report(results: dict[str, FileResult], config: Config, reports: dict[str, Any]) -> list[Finding]:
+def jobs_report(facts: FactsByFile, config: Config, reports: dict[str, Any]) -> list[Finding]:
     """Add the `jobs` section: one entry per job kind, sorted by file and line. It reports no findings
     (the per-file rule already did, once per kind)."""
     kinds: list[dict[str, Any]] = []
-    for relpath, result in results.items():
-        for fact in (result.facts or {}).get(REPORT, ()):
+    for relpath, recorded in facts.items():
+        for fact in recorded.get(REPORT, ()):
             if isinstance(fact, dict):
                 kinds.append({"path": relpath, **fact})
     kinds.sort(key=lambda kind: (kind["path"], kind.get("line", 0), kind.get("kind", "")))
@@ -59,23 +58,3 @@ def render_jobs(kinds: list[dict[str, Any]]) -> str:
 
 def _seconds(value: float) -> str:
     return str(int(value)) if float(value) == int(value) else str(value)
-
-
-def jobs_command(paths: list[str], config_file: str | None, *, strict: bool, as_json: bool) -> int:
-    """`corral jobs --static [PATH...]`: the report alone (exit 0), or 2 on a usage or configuration error."""
-    import json
-    import sys
-
-    from corral.gates.config import load_config
-    from corral.gates.engine import check_paths
-
-    config = load_config(paths, config_file)
-    if strict:
-        config = config._replace(strict=True)
-    result = check_paths(paths, config)
-    kinds = result.reports.get(REPORT, [])
-    if as_json:
-        sys.stdout.write(json.dumps({"version": 1, "root": str(result.root), REPORT: kinds}, indent=2) + "\n")
-    else:
-        sys.stdout.write(render_jobs(kinds))
-    return 0

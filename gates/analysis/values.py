@@ -25,11 +25,11 @@ import math
 import weakref
 from typing import TYPE_CHECKING, NamedTuple
 
-from corral.gates.modules import ModuleInfo, ProjectModules
-from corral.gates.names import LOCAL, Scope
+from corral.gates.analysis.modules import ModuleInfo, ProjectModules
+from corral.gates.analysis.names import LOCAL, Scope
 
 if TYPE_CHECKING:
-    from corral.gates.registry import FileContext
+    from corral.gates.analysis.context import FileContext
 
 # Deeper than any honest chain of constants; also what stops a cycle of imports.
 MAX_DEPTH = 40

@@ -15,8 +15,9 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from corral.gates.names import ModuleNames, is_type_checking_test, module_name_for
-from corral.gates.parsing import Uncheckable, decode, parse
+from corral.gates.analysis.names import ModuleNames, is_type_checking_test
+from corral.gates.source.discovery import module_name_for
+from corral.gates.source.parsing import Uncheckable, decode, parse
 
 # A dependency: the file's modification time (ns), size and content hash; a missing file is (0, -1, "").
 Dependency = tuple[int, int, str]
@@ -137,7 +138,7 @@ def scan_signature(root: Path, needle: bytes) -> tuple[tuple[str, ...], str]:
     key = (str(root), needle)
     found = _SCANS.get(key)
     if found is None:
-        from corral.gates.discovery import discover
+        from corral.gates.source.discovery import discover
 
         matches = []
         try:

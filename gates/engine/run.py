@@ -15,19 +15,19 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from corral.gates.budget_report import budget_check
-from corral.gates.cache import Cache, FileResult, Stamp
 from corral.gates.config import Config
-from corral.gates.discovery import iter_files
-from corral.gates.findings import Finding
-from corral.gates.infra.parallel import map_paths
-from corral.gates.job_report import jobs_report
-from corral.gates.parsing import Uncheckable, declares_encoding, decode
+from corral.gates.engine.cache import Cache, FileResult, Stamp
+from corral.gates.engine.infra.parallel import map_paths
+from corral.gates.findings import FactsByFile, Finding
+from corral.gates.rules.budget_report import budget_check
+from corral.gates.rules.job_report import jobs_report
+from corral.gates.source.discovery import iter_files
+from corral.gates.source.parsing import Uncheckable, declares_encoding, decode
 
 if TYPE_CHECKING:
     import ast
 
-    from corral.gates.registry import Rule
+    from corral.gates.rules.base import Rule
 
 UNCHECKABLE = "CRL001"
 # Workers cost more than they save below this many files; a walk starts them once it has found this many.
@@ -35,8 +35,12 @@ PARALLEL_THRESHOLD = 200
 
 # A whole-project check reads every file's facts; it returns findings and may add a section to the
 # reports (what `--format json` and the text summaries show beside the findings, e.g. "budget").
-ProjectCheck = Callable[[dict[str, FileResult], Config, dict[str, Any]], list[Finding]]
+ProjectCheck = Callable[[FactsByFile, Config, dict[str, Any]], list[Finding]]
 PROJECT_CHECKS: list[ProjectCheck] = [jobs_report, budget_check]
+
+
+def _facts_by_file(results: dict[str, FileResult]) -> FactsByFile:
+    return {relpath: result.facts for relpath, result in results.items() if result.facts}
 
 
 class CheckResult(NamedTuple):
@@ -80,7 +84,7 @@ def check_source(
         # `os.+AGY-ork()` both call os.fork.
         guide = unicodedata.normalize("NFKC", text)
         searchable = guide.encode("utf-8", "surrogatepass")
-    from corral.gates.prefilter import Source
+    from corral.gates.source.prefilter import Source
 
     source = Source(searchable, relpath)
     rules = tuple(rule for rule in rules_for(relpath, config) if not prefilter or rule.might_match(source, config))
@@ -93,9 +97,10 @@ def _run_rules(
     relpath: str, text: str, guide: str, config: Config, rules: tuple[type[Rule], ...], tree: ast.Module | None
 ) -> FileResult:
     """Run `rules` on the parsed file; `guide` is the normalised text the rules' line filters read."""
-    from corral.gates.names import ModuleNames, module_name_for
-    from corral.gates.parsing import parse
-    from corral.gates.registry import FileContext
+    from corral.gates.analysis.context import FileContext
+    from corral.gates.analysis.names import ModuleNames
+    from corral.gates.source.discovery import module_name_for
+    from corral.gates.source.parsing import parse
 
     if "\r" in guide:
         # Python ends a line at a bare carriage return too; the line filters count newlines only.
@@ -178,7 +183,7 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
     """Check the Python files under `paths` with `config`; the whole-project checks run on the result."""
     # Project scans rules made (which files declare a Celery app...) hold for one run; the module is only
     # loaded when a rule needed it, and a run answered from the cache does not load it.
-    modules = sys.modules.get("corral.gates.modules")
+    modules = sys.modules.get("corral.gates.analysis.modules")
     if modules is not None:
         modules.forget()
     cache = Cache.open(config) if use_cache else None
@@ -203,8 +208,9 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
         cache.save()
     findings = [finding for result in results.values() for finding in result.findings]
     reports: dict[str, Any] = {}
+    facts = _facts_by_file(results)
     for project_check in PROJECT_CHECKS:
-        findings.extend(project_check(results, config, reports))
+        findings.extend(project_check(facts, config, reports))
     return CheckResult(config.root, len(outcomes), sorted(findings), results, reports)
 
 
@@ -212,6 +218,7 @@ def check_files(pairs: Iterable[tuple[str, bytes]], config: Config) -> list[Find
     """Findings for in-memory files (relative path, content), whole-project checks included; no cache."""
     results = {relpath: check_source(relpath, data, config) for relpath, data in pairs}
     findings = [finding for result in results.values() for finding in result.findings]
+    facts = _facts_by_file(results)
     for project_check in PROJECT_CHECKS:
-        findings.extend(project_check(results, config, {}))
+        findings.extend(project_check(facts, config, {}))
     return sorted(findings)

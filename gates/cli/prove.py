@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from corral.gates.config import Config, load_config
-from corral.gates.discovery import SKIPPED_DIRS
-from corral.gates.engine import CheckResult, check_paths
+from corral.gates.engine.run import CheckResult, check_paths
+from corral.gates.source.discovery import SKIPPED_DIRS
 
 MARK = "  # planted by corral prove"
 

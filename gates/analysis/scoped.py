@@ -1,11 +1,7 @@
-"""The rule contract and the registry mapping every code to its message.
+"""The scoped walker every rule uses, and the line filter that lets it visit only the statements it needs.
 
-A rule is a small class: the codes it reports with a one-line summary each, a prefilter over the file's bytes
-that rules out files which cannot hold one of its findings (`might_match`, asked of a shared `Source`), VALID
-and INVALID examples beside it (a generic test turns them into test cases; INVALID lines carry
-`# error: CODE`), and a `check` that yields findings.
-Most rules are `ScopedVisitor`s: an `ast.NodeVisitor` that knows the scope of every node and never looks
-inside type annotations or `if TYPE_CHECKING:` blocks, code that never runs.
+A `ScopedVisitor` is an `ast.NodeVisitor` that knows the scope of every node and never looks inside type
+annotations or `if TYPE_CHECKING:` blocks, code that never runs.
 """
 
 from __future__ import annotations
@@ -14,81 +10,9 @@ import ast
 import functools
 import re
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Sequence
-from typing import ClassVar
+from collections.abc import Iterable, Sequence
 
-from corral.gates.config import Config
-from corral.gates.findings import Finding
-from corral.gates.names import LOCAL, ModuleNames, Scope, arguments_of, is_type_checking_test
-from corral.gates.prefilter import Source
-
-ENGINE_CODES: dict[str, str] = {
-    "CRL000": "the configuration cannot be used",
-    "CRL001": "a file cannot be read, decoded or parsed, so it cannot be checked",
-}
-
-
-class FileContext:
-    """What every rule may know about the file it checks."""
-
-    def __init__(
-        self,
-        *,
-        relpath: str,
-        text: str,
-        tree: ast.Module,
-        names: ModuleNames,
-        config: Config,
-        is_infra: bool,
-        is_test: bool,
-    ) -> None:
-        self.relpath = relpath
-        self.text = text
-        self.tree = tree
-        self.names = names
-        self.config = config
-        self.is_infra = is_infra
-        self.is_test = is_test
-        self.facts: dict[str, list[object]] = {}
-        # Other project files a rule read (relpath -> stamp and hash); the cached result holds while they do.
-        self.dependencies: dict[str, tuple[int, int, str]] = {}
-
-    def finding(self, node: ast.AST, code: str, message: str) -> Finding:
-        line = getattr(node, "lineno", 1)
-        col = getattr(node, "col_offset", 0) + 1
-        return Finding(self.relpath, line, col, code, message)
-
-    def add_fact(self, kind: str, fact: object) -> None:
-        """Record what a whole-project check needs from this file (kept in the cache with the findings)."""
-        self.facts.setdefault(kind, []).append(fact)
-
-
-class Rule:
-    """Base of every per-file rule."""
-
-    codes: ClassVar[dict[str, str]]
-    # Domain rules do not judge infra (which exists to own such code) or tests.
-    skips_infra: ClassVar[bool] = True
-    skips_tests: ClassVar[bool] = True
-    VALID: ClassVar[tuple[str, ...]] = ()
-    INVALID: ClassVar[tuple[str, ...]] = ()
-
-    def __init__(self, context: FileContext) -> None:
-        self.context = context
-
-    @classmethod
-    def applies_to(cls, *, is_infra: bool, is_test: bool) -> bool:
-        return not (cls.skips_infra and is_infra) and not (cls.skips_tests and is_test)
-
-    @classmethod
-    def might_match(cls, source: Source, config: Config) -> bool:
-        """The prefilter: False only when the file cannot hold one of this rule's findings, so its parse
-        can be skipped. It must never be False for a file with a finding (a test holds every rule to that
-        over the fixtures and a sweep of real code); cheap substring tests on rare words come first."""
-        raise NotImplementedError
-
-    def check(self) -> Iterator[Finding]:
-        raise NotImplementedError
+from corral.gates.analysis.names import LOCAL, ModuleNames, Scope, arguments_of, is_type_checking_test
 
 
 class ScopedVisitor(ast.NodeVisitor):

@@ -1,14 +1,14 @@
 """What counts as unmanaged concurrency: the APIs that start work outliving the current call.
 
 One table, read by the CRL1 rules and by `corral export ruff`. Keys are fully-qualified names as
-`corral.gates.names` resolves them (`<loop>.create_task` for a method on any asyncio event loop).
+`corral.gates.analysis.names` resolves them (`<loop>.create_task` for a method on any asyncio event loop).
 """
 
 from __future__ import annotations
 
 import re
 
-from corral.gates.prefilter import Source
+from corral.gates.source.prefilter import Source
 
 THREAD = "CRL101"
 PROCESS = "CRL102"

@@ -135,3 +135,13 @@ def _is_real_dir(entry: os.DirEntry[str]) -> bool:
         return entry.is_dir(follow_symlinks=False)
     except OSError:
         return False
+
+
+def module_name_for(relpath: str) -> tuple[str, bool]:
+    """The dotted module name of a file relative to the project root, and whether it is a package."""
+    stem = relpath.rsplit(".", 1)[0]
+    parts = [part for part in stem.split("/") if part]
+    is_package = bool(parts) and parts[-1] == "__init__"
+    if is_package:
+        parts.pop()
+    return ".".join(parts), is_package

@@ -23,11 +23,11 @@ import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
-from corral.gates.names import Scope
-from corral.gates.values import Located, StaticValues, Unresolved
+from corral.gates.analysis.names import Scope
+from corral.gates.analysis.values import Located, StaticValues, Unresolved
 
 if TYPE_CHECKING:
-    from corral.gates.registry import FileContext
+    from corral.gates.analysis.context import FileContext
 
 CORRAL, CELERY, OTHER, UNRESOLVED = "CRL201", "CRL202", "CRL203", "CRL204"
 
@@ -791,7 +791,7 @@ def _string_keyword(call: ast.Call | None, name: str, values: StaticValues, scop
 
 
 def _is_type_checking(statement: ast.If, values: StaticValues, scope: Scope) -> bool:
-    from corral.gates.names import is_type_checking_test
+    from corral.gates.analysis.names import is_type_checking_test
 
     return is_type_checking_test(statement.test, values.module.names, scope)
 

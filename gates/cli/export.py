@@ -12,9 +12,9 @@ import argparse
 import json
 import sys
 
-from corral.gates.cli import EXIT_CLEAN
+from corral.gates.cli.main import EXIT_CLEAN
 from corral.gates.config import Config, load_config
-from corral.gates.spawners import SPAWNERS, spawner_code
+from corral.gates.knowledge.spawners import SPAWNERS, spawner_code
 
 RUFF_CODE = "TID251"
 

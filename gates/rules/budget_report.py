@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from corral.gates.findings import Finding
+from corral.gates.findings import FactsByFile, Finding
 
 if TYPE_CHECKING:
-    from corral.gates.cache import FileResult
     from corral.gates.config import Config
 
 OVER_BUDGET = "CRL301"
@@ -25,12 +24,12 @@ FACT = "budget"
 RUNTIME_DEFAULTS: dict[str, float] = {"relay": 1, "max_conns": 40}
 
 
-def budget_check(results: dict[str, FileResult], config: Config, reports: dict[str, Any]) -> list[Finding]:
+def budget_check(facts: FactsByFile, config: Config, reports: dict[str, Any]) -> list[Finding]:
     """CRL301/CRL302 for every runtime declared in the project, and the `budget` report section."""
     findings: list[Finding] = []
     entries: list[dict[str, Any]] = []
     reports[FACT] = entries
-    declared = [(relpath, fact) for relpath, result in results.items() for fact in (result.facts or {}).get(FACT, ())]
+    declared = [(relpath, fact) for relpath, recorded in facts.items() for fact in recorded.get(FACT, ())]
     if not declared:
         return findings
     # Imported only for a project that declares a runtime: the package brings asyncio with it.

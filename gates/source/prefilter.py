@@ -88,10 +88,10 @@ class Source:
 
     @property
     def package(self) -> list[str]:
-        """The parts of the package the file's relative imports resolve in, as `names.py` names it (a
+        """The parts of the package the file's relative imports resolve in, as `discovery.module_name_for` names it (a
         file named `a.b.py` is module `a.b`, in package `a`)."""
         if self._package is None:
-            from corral.gates.names import module_name_for
+            from corral.gates.source.discovery import module_name_for
 
             module, is_package = module_name_for(self.relpath)
             package = module if is_package else module.rpartition(".")[0]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import libcst as cst
-from corral.gates.jobs import CELERY, CORRAL
+from corral.gates.frameworks.jobs import CELERY, CORRAL
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 KEYWORDS = {CORRAL: "timeout", CELERY: "time_limit"}
@@ -103,9 +103,9 @@ def _literal(seconds: float) -> str:
 def fix_command(paths: Sequence[str], config_file: str | None, *, seconds: float) -> int:
     """Rewrite every failing declaration under `paths`; print what changed. 0, or 2 on an error."""
     from corral.gates.config import load_config
-    from corral.gates.discovery import discover
-    from corral.gates.engine import check_source, relative_path
-    from corral.gates.parsing import Uncheckable, decode
+    from corral.gates.engine.run import check_source, relative_path
+    from corral.gates.source.discovery import discover
+    from corral.gates.source.parsing import Uncheckable, decode
 
     config = load_config(paths, config_file)
     files = discover(paths)

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-from corral.gates.engine import CheckResult
+from corral.gates.engine.run import CheckResult
 from corral.gates.findings import Finding
 
 
@@ -128,7 +128,7 @@ def render_markdown(result: CheckResult) -> str:
     import jinja2
 
     environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("corral.gates", "templates"),
+        loader=jinja2.PackageLoader("corral.gates.outputs", "templates"),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

@@ -11,7 +11,7 @@ CRL2: not without a timeout inside a job). Two kinds of knowledge live here:
 
 `NetworkCalls` indexes, once per module and on first need, the names each scope binds to client objects: by construction
 (`s = requests.Session()`, `with httpx.Client() as c`, `(c := ...)`) or by annotation (a parameter or a
-variable annotated `httpx.AsyncClient`, `Optional[...]`, `"..."`). Like `corral.gates.names`, the index
+variable annotated `httpx.AsyncClient`, `Optional[...]`, `"..."`). Like `corral.gates.analysis.names`, the index
 is flow-insensitive within a scope: a name bound to a client anywhere in a scope is a client throughout,
 so rebinding cannot hide one. Attributes (`self.session`) are not tracked.
 """
@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from functools import cached_property
 from typing import NamedTuple, TypeVar
 
-from corral.gates.names import ModuleNames, Scope, arguments_of
-from corral.gates.prefilter import RELATIVE_IMPORT, WORD, Lines, Source, starts_word
+from corral.gates.analysis.names import ModuleNames, Scope, arguments_of
+from corral.gates.source.prefilter import RELATIVE_IMPORT, WORD, Lines, Source, starts_word
 
 _T = TypeVar("_T")
 

@@ -1,0 +1,1 @@
+"""Static analysis every rule shares: the scope model and name resolution, static values, project modules."""

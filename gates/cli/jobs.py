@@ -1,0 +1,24 @@
+"""`corral jobs --static`: every job kind of the project with its effective hard timeout, read from the code."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from corral.gates.config import load_config
+from corral.gates.engine.run import check_paths
+from corral.gates.rules.job_report import REPORT, render_jobs
+
+
+def jobs_command(paths: list[str], config_file: str | None, *, strict: bool, as_json: bool) -> int:
+    """`corral jobs --static [PATH...]`: the report alone (exit 0), or 2 on a usage or configuration error."""
+    config = load_config(paths, config_file)
+    if strict:
+        config = config._replace(strict=True)
+    result = check_paths(paths, config)
+    kinds = result.reports.get(REPORT, [])
+    if as_json:
+        sys.stdout.write(json.dumps({"version": 1, "root": str(result.root), REPORT: kinds}, indent=2) + "\n")
+    else:
+        sys.stdout.write(render_jobs(kinds))
+    return 0

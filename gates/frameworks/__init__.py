@@ -1,0 +1,1 @@
+"""The job frameworks CRL2 knows: how each declares a job kind and reads its hard timeout."""

@@ -1,0 +1,1 @@
+"""How a check's result is written: one renderer per output format."""

@@ -1,0 +1,1 @@
+"""From a path to a tree: discovery, decoding, parsing, lowering newer syntax, and the prefilter primitives."""
