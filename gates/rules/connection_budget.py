@@ -55,12 +55,12 @@ class ConnectionBudget(Rule, ScopedVisitor):
         maintenance = Queue("maintenance", max_workers=1, timeout=600)
         fetch = Queue("fetch", max_workers=3, timeout=60)
         queues = [index, notify, webhook, maintenance, fetch]
-        runtime = Runtime(queues=queues, store="sqlite://", max_conns=40)  # error: CRL301
+        runtime = Runtime(queues=queues, store="sqlite://", max_conns=40)  # error: 11 CRL301 "= 21 > 20"
         """,
         """
         import os
         from corral.runtime import Queue, Runtime
-        index = Queue("index", max_workers=int(os.environ["WORKERS"]), timeout=30)  # error: CRL302
+        index = Queue("index", max_workers=int(os.environ["WORKERS"]), timeout=30)  # error: 1 CRL302 "WORKERS"
         runtime = Runtime(queues=[index], store="sqlite://")
         """,
     )

@@ -213,31 +213,31 @@ class HiddenSpawners(Rule, ScopedVisitor):
     INVALID = (
         """
         import threading
-        make = getattr(threading, name)  # error: CRL106
+        make = getattr(threading, name)  # error: 8 CRL106 "getattr(threading, <name>)"
         """,
         """
         import os
-        fork = getattr(os, "fork")  # error: CRL106
+        fork = getattr(os, "fork")  # error: 8 CRL106 "getattr(os, 'fork')"
         """,
         """
         import importlib
-        mp = importlib.import_module("multiprocessing")  # error: CRL106
+        mp = importlib.import_module("multiprocessing")  # error: 6 CRL106 "dynamic import of multiprocessing"
         """,
         """
-        threading = __import__("threading")  # error: CRL106
+        threading = __import__("threading")  # error: 13 CRL106 "dynamic import of threading"
         """,
         """
         from importlib import import_module as load
-        mp = load("multiprocessing")  # error: CRL106
+        mp = load("multiprocessing")  # error: 6 CRL106 "dynamic import of multiprocessing"
         """,
         """
-        from concurrent.futures import *  # error: CRL106
+        from concurrent.futures import *  # error: 1 CRL106 "from concurrent.futures import *"
         """,
         """
         import asyncio
         async def f():
             loop = asyncio.get_running_loop()
-            return getattr(loop, "create_task")  # error: CRL106
+            return getattr(loop, "create_task")  # error: 12 CRL106 "getattr(loop, 'create_task')"
         """,
     )
 

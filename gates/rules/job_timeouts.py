@@ -91,25 +91,25 @@ class JobTimeouts(Rule):
         """
         from corral.runtime import Queue
         fetch = Queue("fetch", max_workers=3)
-        @fetch.job("jobs.fetch_source")  # error: CRL201
+        @fetch.job("jobs.fetch_source")  # error: 2 CRL201 "job kind 'jobs.fetch_source' has no timeout"
         async def fetch_source(ctx, source_id): ...
         """,
         """
         from celery import Celery
         app = Celery("proj")
-        @app.task(soft_time_limit=30)  # error: CRL202
+        @app.task(soft_time_limit=30)  # error: 2 CRL202 "task resize has no time_limit"
         def resize(image_id): ...
         """,
         """
         from rq.decorators import job
-        @job("low", timeout=-1)  # error: CRL203
+        @job("low", timeout=-1)  # error: 2 CRL203 "rq: timeout=-1 (no limit)"
         def crawl(url): ...
         """,
         """
         import os
         from corral.runtime import Queue
         index = Queue("index", max_workers=4, timeout=int(os.environ["INDEX_TIMEOUT"]))
-        @index.job("corpus.index")  # error: CRL204
+        @index.job("corpus.index")  # error: 2 CRL204 "os.environ['INDEX_TIMEOUT']"
         async def corpus_index(ctx, note_id): ...
         """,
     )

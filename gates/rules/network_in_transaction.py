@@ -100,22 +100,22 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         from django.db import transaction
         def f(url):
             with transaction.atomic():
-                requests.post(url, timeout=5)  # error: CRL401
+                requests.post(url, timeout=5)  # error: 9 CRL401 "requests.post inside transaction.atomic()"
         """,
         """
         import httpx
         async def f(engine, client: httpx.AsyncClient):
             async with engine.begin() as conn:
                 await conn.execute(query)
-                await client.get("https://example.com")  # error: CRL401
+                await client.get("https://example.com")  # error: 15 CRL401 "httpx.AsyncClient.get inside engine"
         """,
         """
         import smtplib
         from django.db.transaction import atomic
         @atomic
         def f(message):
-            with smtplib.SMTP("mail") as smtp:  # error: CRL401
-                smtp.send_message(message)  # error: CRL401
+            with smtplib.SMTP("mail") as smtp:  # error: 10 CRL401 "smtplib.SMTP inside @atomic"
+                smtp.send_message(message)  # error: 9 CRL401 "smtplib.SMTP.send_message inside @atomic"
         """,
         """
         import requests
@@ -123,7 +123,7 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             with db.atomic():
                 def notify():
                     requests.post(url)
-                notify()  # error: CRL401
+                notify()  # error: 9 CRL401 "notify() calls requests.post inside db.atomic()"
         """,
     )
 

@@ -58,8 +58,8 @@ class NetworkTimeouts(Rule):
         webhook = Queue("webhook", max_workers=8, timeout=15)
         @webhook.job("webhook.deliver")
         def deliver(ctx, url):
-            requests.post(url, timeout=20)  # error: CRL210
-            requests.get(url)  # error: CRL210
+            requests.post(url, timeout=20)  # error: 5 CRL210 "requests.post timeout 20 s is not shorter"
+            requests.get(url)  # error: 5 CRL210 "requests.get without a timeout inside job 'webhook.deliver'"
         """,
     )
 

@@ -88,50 +88,50 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
     INVALID = (
         """
         import threading
-        threading.Thread(target=work).start()  # error: CRL101
+        threading.Thread(target=work).start()  # error: 1 CRL101 "threading.Thread"
         """,
         """
-        from threading import Thread  # error: CRL101
-        class Worker(Thread):  # error: CRL101
+        from threading import Thread  # error: 23 CRL101 "threading.Thread"
+        class Worker(Thread):  # error: 14 CRL101 "threading.Thread"
             pass
         """,
         """
         import multiprocessing as mp
         ctx = mp.get_context("spawn")
-        ctx.Process(target=f)  # error: CRL102
+        ctx.Process(target=f)  # error: 1 CRL102 "multiprocessing.Process"
         """,
         """
         import os
-        pid = os.fork()  # error: CRL102
+        pid = os.fork()  # error: 7 CRL102 "os.fork"
         """,
         """
         from concurrent import futures
-        pool = futures.ThreadPoolExecutor(4)  # error: CRL103
+        pool = futures.ThreadPoolExecutor(4)  # error: 8 CRL103 "concurrent.futures.ThreadPoolExecutor"
         """,
         """
         import asyncio
-        spawn = asyncio.create_task  # error: CRL104
-        spawn(work())  # error: CRL104
+        spawn = asyncio.create_task  # error: 9 CRL104 "asyncio.create_task"
+        spawn(work())  # error: 1 CRL104 "asyncio.create_task"
         """,
         """
         import asyncio
         def f():
             loop = asyncio.get_running_loop()
-            loop.run_in_executor(None, g)  # error: CRL105
+            loop.run_in_executor(None, g)  # error: 5 CRL105 "loop.run_in_executor"
         """,
         """
         import asyncio
         def f(loop: asyncio.AbstractEventLoop):
-            loop.create_task(g())  # error: CRL105
+            loop.create_task(g())  # error: 5 CRL105 "loop.create_task"
         """,
         """
         def f():
-            from asyncio import ensure_future  # error: CRL104
-            ensure_future(g())  # error: CRL104
+            from asyncio import ensure_future  # error: 25 CRL104 "asyncio.ensure_future"
+            ensure_future(g())  # error: 5 CRL104 "asyncio.ensure_future"
         """,
         """
         import threading
-        def f(factory=threading.Timer):  # error: CRL101
+        def f(factory=threading.Timer):  # error: 15 CRL101 "threading.Timer"
             return factory
         """,
     )

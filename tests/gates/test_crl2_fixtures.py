@@ -1,4 +1,4 @@
-"""CRL2 fixture files: the findings are exactly the `# error:` comments; strict mode; messages."""
+"""CRL2 fixture files: exempt paths, strict mode (each fixture's `strict` variant), messages, the prefilter."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from corral.gates.config import Config
 from corral.gates.engine.run import check_source
-from expectations import FIXTURES, example_source, expected_findings
+from expectations import FIXTURES, example_source, mismatches, read_expectations
 
 FIXTURE_FILES = sorted((FIXTURES / "crl2").glob("*.py"))
 CONFIG = Config(root=Path("/project"))
@@ -24,17 +24,23 @@ def test_infra_and_tests_are_exempt(fixture: Path) -> None:
         assert check_source(relpath, fixture.read_bytes(), CONFIG).findings == ()
 
 
-@pytest.mark.parametrize(
-    ("fixture", "defaults"),
-    [("dramatiq_actors", {7}), ("rq_jobs", {8}), ("arq_worker", {22, 23}), ("saq_worker", {17})],
-)
-def test_strict_mode_rejects_framework_defaults(fixture: str, defaults: set[int]) -> None:
-    source = (FIXTURES / "crl2" / f"{fixture}.py").read_text()
-    strict = check_source(f"app/{fixture}.py", source.encode(), CONFIG._replace(strict=True))
-    found = {(finding.line, finding.code) for finding in strict.findings}
-    assert found == expected_findings(source) | {(line, "CRL203") for line in defaults}
-    for line in defaults:
-        assert any("strict mode" in f.message for f in strict.findings if f.line == line)
+STRICT_FIXTURES = [file for file in FIXTURE_FILES if "strict" in read_expectations(file.read_text()).variants]
+
+
+def test_every_framework_with_a_default_limit_has_a_strict_fixture() -> None:
+    assert {file.stem for file in STRICT_FIXTURES} >= {"dramatiq_actors", "rq_jobs", "arq_worker", "saq_worker"}
+
+
+@pytest.mark.parametrize("fixture", STRICT_FIXTURES, ids=lambda path: path.stem)
+def test_strict_mode_rejects_framework_defaults(fixture: Path) -> None:
+    source = fixture.read_text()
+    expectations = read_expectations(source)
+    config = expectations.config("strict")
+    assert config.strict
+    strict = check_source(f"app/{fixture.name}", source.encode(), config)
+    assert mismatches(strict.findings, expectations.findings("strict")) == []
+    defaults = expectations.per_variant["strict"]
+    assert defaults and all(want.code == "CRL203" and "strict mode" in want.fragment for want in defaults)
 
 
 def test_messages_say_what_is_missing_and_where() -> None:
@@ -142,6 +148,6 @@ def test_prefilter_is_sound_for_every_fixture() -> None:
     for fixture in FIXTURE_FILES:
         data = fixture.read_bytes()
         assert JobTimeouts.might_match(Source(data), CONFIG), fixture.name
-        if "CRL210" in fixture.read_text():
+        if any(want.code == "CRL210" for want in read_expectations(fixture.read_text()).common):
             assert NetworkTimeouts.might_match(Source(data), CONFIG)
     assert not JobTimeouts.might_match(Source(b"import os\nprint(os.getcwd())\n"), CONFIG)

@@ -1,4 +1,5 @@
-"""End-to-end fixture files: the findings the engine reports are exactly the `# error:` comments."""
+"""End-to-end fixture files: the findings the engine reports are exactly the `# error:` comments, under each
+configuration the fixture's header asks for."""
 
 from __future__ import annotations
 
@@ -7,25 +8,30 @@ from pathlib import Path
 import pytest
 from corral.gates.config import Config
 from corral.gates.engine.run import check_source
-from expectations import expected_findings, rule_fixture_folders
+from expectations import mismatches, read_expectations, rule_fixture_folders
 
 FIXTURE_FILES = [file for folder in rule_fixture_folders() for file in sorted(folder.glob("*.py"))]
 CRL1_FILES = [file for file in FIXTURE_FILES if file.parent.name == "crl1"]
+RUNS = [
+    pytest.param(file, variant, id=f"{file.parent.name}/{file.stem}" + (f"[{variant}]" if variant else ""))
+    for file in FIXTURE_FILES
+    for variant in read_expectations(file.read_text()).variants
+]
 
 
-@pytest.mark.parametrize("fixture", FIXTURE_FILES, ids=lambda path: f"{path.parent.name}/{path.stem}")
-def test_fixture(fixture: Path) -> None:
+@pytest.mark.parametrize(("fixture", "variant"), RUNS)
+def test_fixture(fixture: Path, variant: str | None) -> None:
     source = fixture.read_text()
+    expectations = read_expectations(source)
     # Checked as a domain module: fixtures live under tests/, which the default globs exempt.
-    result = check_source(f"app/{fixture.name}", source.encode(), Config(root=Path("/project")))
-    found = {(finding.line, finding.code) for finding in result.findings}
-    assert found == expected_findings(source)
+    result = check_source(f"app/{fixture.name}", source.encode(), expectations.config(variant))
+    assert mismatches(result.findings, expectations.findings(variant)) == []
 
 
 @pytest.mark.parametrize("fixture", CRL1_FILES, ids=lambda path: path.stem)
 def test_infra_and_tests_are_exempt(fixture: Path) -> None:
     data = fixture.read_bytes()
-    config = Config(root=Path("/project"))
+    config = read_expectations(fixture.read_text()).config()
     for relpath in (f"app/infra/{fixture.name}", f"tests/{fixture.name}", f"app/test_{fixture.name}"):
         assert check_source(relpath, data, config).findings == ()
 

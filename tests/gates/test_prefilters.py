@@ -24,14 +24,14 @@ from corral.gates.rules.job_timeouts import JobTimeouts
 from corral.gates.rules.network_in_transaction import NetworkInTransaction
 from corral.gates.rules.unmanaged_concurrency import UnmanagedConcurrency
 from corral.gates.source.prefilter import Source
-from expectations import example_source, rule_fixture_folders
+from expectations import example_source, read_expectations, rule_fixture_folders
 
 CONFIG = Config(root=Path("/project"), extend_spawners=("gevent.spawn", "myapp.tasks.spawn"))
 
 
-def assert_prefilter_hides_nothing(relpath: str, data: bytes) -> None:
-    filtered = check_source(relpath, data, CONFIG)
-    unfiltered = check_source(relpath, data, CONFIG, prefilter=False)
+def assert_prefilter_hides_nothing(relpath: str, data: bytes, config: Config = CONFIG) -> None:
+    filtered = check_source(relpath, data, config)
+    unfiltered = check_source(relpath, data, config, prefilter=False)
     assert (filtered.findings, filtered.facts) == (unfiltered.findings, unfiltered.facts), relpath
 
 
@@ -41,7 +41,11 @@ EXAMPLES = [example for rule in RULES for example in (*rule.VALID, *rule.INVALID
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda path: f"{path.parent.name}/{path.stem}")
 def test_fixtures(fixture: Path) -> None:
-    assert_prefilter_hides_nothing(f"app/{fixture.name}", fixture.read_bytes())
+    expectations = read_expectations(fixture.read_text())
+    for variant in expectations.variants:  # under each configuration the fixture's header asks for, too
+        config = expectations.config(variant)
+        config = config._replace(extend_spawners=(*config.extend_spawners, *CONFIG.extend_spawners))
+        assert_prefilter_hides_nothing(f"app/{fixture.name}", fixture.read_bytes(), config)
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
