@@ -3,7 +3,7 @@
 A rule is a small class: the codes it reports with a one-line summary each, a prefilter over the file's bytes
 that rules out files which cannot hold one of its findings (`might_match`, asked of a shared `Source`), VALID
 and INVALID examples beside it (a generic test turns them into test cases; INVALID lines carry
-`# error: CODE`), and a `check` that yields findings.
+`# error: COL CODE "message fragment"`), and a `check` that yields findings.
 Most rules are `ScopedVisitor`s: an `ast.NodeVisitor` that knows the scope of every node and never looks
 inside type annotations or `if TYPE_CHECKING:` blocks, code that never runs.
 """
