@@ -1,5 +1,6 @@
-"""The runtime's parts alone: RuntimeConfig's validation and defaults, the life cycle's transitions, and one
-pass of each maintenance service against a real store (both stores, through the ``db`` fixture)."""
+"""The runtime's parts alone: RuntimeConfig's validation and defaults, the life cycle's transitions, the
+completer and the waiters against a stand-in store, and one pass of each maintenance service against a real
+store (both stores, through the ``db`` fixture)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from corral.runtime import ConfigError, CorralRuntimeError, JobContext, Queue, Runtime
+from corral.runtime import ConfigError, CorralRuntimeError, JobContext, JobStatus, Queue, Runtime
+from corral.runtime.completer import Completer
 from corral.runtime.config import RuntimeConfig
 from corral.runtime.lifecycle import Lifecycle, State
 from corral.runtime.maintenance import PeriodicScheduler, Pruner, Relay, Rescuer
 from corral.runtime.maintenance.rescuer import PRUNE_EVERY_PASSES
 from corral.runtime.stats import RuntimeStats
 from corral.runtime.store import Completion, NewJob, Store
+from corral.runtime.waiters import Waiters
 from runtime_helpers import Backend
 
 # -- RuntimeConfig ----------------------------------------------------------------------------------
@@ -133,6 +136,56 @@ def test_a_runtime_starts_once_and_stops_once(tmp_path: Path) -> None:
             await runtime.counts()
 
     asyncio.run(main())
+
+
+# -- completer and waiters ----------------------------------------------------------------------------
+
+
+class _CompletionsStore:
+    """Only what the completer calls: records each batch it is given."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+
+    async def complete(self, completions: list[Completion]) -> None:
+        self.batches.append([done.job_id for done in completions])
+
+
+def test_completer_stores_what_waits_in_one_batch_then_answers_the_waiters() -> None:
+    store = _CompletionsStore()
+    stats = RuntimeStats()
+    waiters = Waiters(store=store, config=RuntimeConfig(queues=[]), lifecycle=_running(), pushed=False)  # type: ignore[arg-type]
+    completer = Completer(store=store, stats=stats, waiters=waiters)  # type: ignore[arg-type]
+    waiters.remember(2, "q")
+
+    async def main() -> JobStatus:
+        for job_id in (1, 2, 3):
+            completer.submit(Completion(job_id=job_id, token=1, result_json=str(job_id * 10)))
+        completer.finish()  # run() stores what is queued, then returns
+        status, _ = await asyncio.gather(waiters.wait(2, timeout=5), completer.run())
+        return status
+
+    assert asyncio.run(main()) == JobStatus(job_id=2, state="done", waited=True, result=20)
+    assert store.batches == [[1, 2, 3]] and stats.completed == 3
+
+
+def test_waiters_refuse_beyond_max_waiters_and_answer_unknown_at_stop() -> None:
+    config = RuntimeConfig(queues=[], max_waiters=1)
+    waiters = Waiters(store=_CompletionsStore(), config=config, lifecycle=_running(), pushed=False)  # type: ignore[arg-type]
+    waiters.remember(7, "q")
+    waiters.remember(8, "q")
+
+    async def second_then_stop() -> JobStatus:
+        refused = await waiters.wait(8, timeout=5)  # queue q already has its one waiter
+        waiters.answer_unknown()
+        return refused
+
+    async def main() -> tuple[JobStatus, JobStatus]:
+        return await asyncio.gather(waiters.wait(7, timeout=5), second_then_stop())
+
+    first, second = asyncio.run(main())
+    assert second == JobStatus(job_id=8, state="not-waited", waited=False)
+    assert first == JobStatus(job_id=7, state="unknown", waited=True)
 
 
 # -- maintenance services, one pass against a store ---------------------------------------------------
