@@ -1,7 +1,7 @@
 """The completer: records successful jobs in batches, one store transaction per batch.
 
-Owns the queue of completions between the executor (which :meth:`Completer.submit`\\ s a job's
-result) and the store, and resolves the waiters of the jobs once their completion is stored.
+Owns the queue of completions between the executor (which submits each job's result) and the
+store, and resolves the waiters of the jobs once their completion is stored.
 Failures are not its business: the executor records those itself, one by one.
 """
 
@@ -37,6 +37,7 @@ class Completer:
         self._inbox.put_nowait(None)
 
     async def run(self) -> None:
+        """Store batches until :meth:`finish`; a batch the store refuses is logged and left to the rescuer."""
         closing = False
         while not closing:
             first = await self._inbox.get()

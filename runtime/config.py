@@ -37,7 +37,8 @@ class RuntimeConfig:
     """Relay loops (outbox -> jobs) this process runs; each counts as one connection in the budget."""
 
     reserve: float = 0.5
-    """Share (0, 1] of ``max_conns`` that workers plus relay may take; the rest stays for requests."""
+    """Share (0, 1] of ``max_conns`` that workers plus relay may take; the rest stays for requests.
+    Checked by the boot check (:func:`~corral.runtime.budget.compute_budget`), not here."""
 
     grace: float = 20.0
     """Seconds ``stop()`` lets running jobs finish before cancelling them (soft, then hard stop)."""

@@ -13,6 +13,7 @@ import asyncio
 import functools
 import logging
 
+from corral.runtime.config import RuntimeConfig
 from corral.runtime.declarations import Queue
 from corral.runtime.executor import JobExecutor
 from corral.runtime.infra import spawn, wait_event
@@ -28,7 +29,7 @@ class Producer:
     """The claim loop of one queue: claims up to its free slots and starts one task per claimed job.
 
     Adaptive polling, for jobs enqueued by other processes: right after finding work the next look
-    comes after ``hot_poll``, then the interval doubles up to ``queue.poll`` when idle. When the
+    comes after ``config.hot_poll``, then the interval doubles up to ``queue.poll`` when idle. When the
     store pushes notices of new jobs (``pushed``), polling is only the fallback: every ``queue.poll``.
     """
 
@@ -38,9 +39,9 @@ class Producer:
         queue: Queue,
         store: Store,
         executor: JobExecutor,
+        config: RuntimeConfig,
         lifecycle: Lifecycle,
         worker_id: str,
-        hot_poll: float,
         pushed: bool,
     ) -> None:
         self.queue = queue
@@ -48,7 +49,7 @@ class Producer:
         self._executor = executor
         self._lifecycle = lifecycle
         self._worker_id = worker_id
-        self._hot_poll = queue.poll if pushed else hot_poll
+        self._hot_poll = queue.poll if pushed else config.hot_poll
         self._wake = asyncio.Event()
         self._running: dict[int, asyncio.Task[None]] = {}
 
@@ -61,6 +62,7 @@ class Producer:
         return list(self._running.values())
 
     async def run(self) -> None:
+        """The claim loop; it ends once the runtime stops claiming (or is cancelled)."""
         queue = self.queue
         idle_wait = queue.poll
         while self._lifecycle.claiming:

@@ -267,9 +267,9 @@ class Runtime:
                 queue=by_name[name],
                 store=self.store,
                 executor=self._executor,
+                config=self.config,
                 lifecycle=self._lifecycle,
                 worker_id=self.worker_id,
-                hot_poll=self.config.hot_poll,
                 pushed=self._pushed,
             )
             self._producers.add(producer)
