@@ -14,7 +14,8 @@ from corral.runtime.errors import (
     UnknownJobKind,
 )
 from corral.runtime.infra import detach
-from corral.runtime.runtime import JobStatus, Runtime
+from corral.runtime.runtime import Runtime
+from corral.runtime.waiters import JobStatus
 
 __all__ = [
     "BudgetError",

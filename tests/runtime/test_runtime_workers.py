@@ -9,7 +9,7 @@ import time
 
 import pytest
 from corral.runtime import JobContext, Queue
-from corral.runtime.runtime import retry_delay
+from corral.runtime.executor import retry_delay
 from runtime_helpers import Backend, make_runtime
 
 

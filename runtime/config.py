@@ -1,0 +1,133 @@
+"""RuntimeConfig: every knob of ``Runtime(...)`` in one frozen, validated value.
+
+Owns the defaults, the units and the validation of the runtime's settings, and the snapshot of
+the declarations (queues and their job kinds) the runtime works with. The store is not a field:
+it is a resource (a URL to open, or a live :class:`~corral.runtime.store.Store` with its own pool)
+that the runtime opens or adopts, not a setting to validate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from corral.runtime.declarations import JobKind, Queue
+from corral.runtime.errors import ConfigError
+
+__all__ = ["RuntimeConfig"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeConfig:
+    """The settings of one :class:`~corral.runtime.Runtime`; ``Runtime(...)`` builds one from its keywords.
+
+    Building it checks every field and raises :class:`~corral.runtime.ConfigError` on the first
+    bad one. Durations are seconds (floats), counts are integers.
+    """
+
+    queues: Sequence[Queue]
+    """The queues this runtime knows (and may work); their job kinds are taken as declared now."""
+
+    max_conns: int = 40
+    """Connections the store may use (the pool's ``max_size`` for PostgreSQL); the boot check's budget."""
+
+    relay: int = 1
+    """Relay loops (outbox -> jobs) this process runs; each counts as one connection in the budget."""
+
+    reserve: float = 0.5
+    """Share (0, 1] of ``max_conns`` that workers plus relay may take; the rest stays for requests.
+    Checked by the boot check (:func:`~corral.runtime.budget.compute_budget`), not here."""
+
+    grace: float = 20.0
+    """Seconds ``stop()`` lets running jobs finish before cancelling them (soft, then hard stop)."""
+
+    max_waiters: int = 64
+    """Concurrent ``wait()`` callers per queue; beyond it ``wait()`` answers at once with ``waited=False``."""
+
+    relay_batch: int = 200
+    """Outbox rows one relay pass moves at most (one short transaction)."""
+
+    relay_interval: float = 0.2
+    """Seconds an idle relay waits between passes (a local ``publish`` or a pushed notice wakes it)."""
+
+    rescue_interval: float = 5.0
+    """Seconds between rescuer passes (running jobs whose lease expired become retryable)."""
+
+    notify_interval: float = 0.05
+    """Seconds between the waiters' polls of the store, when the store cannot push notices."""
+
+    hot_poll: float = 0.002
+    """Seconds before a queue that just found work looks again (doubling up to the queue's ``poll``)."""
+
+    key_busy_snooze: float = 2.0
+    """Seconds a job whose ``per_key`` lease is busy is put back, without spending an attempt."""
+
+    retry_base: float = 1.0
+    """Seconds of the first retry's backoff step (``retry_base * 2^(attempt-1)``, with jitter)."""
+
+    retry_cap: float = 3600.0
+    """Seconds the backoff step never exceeds."""
+
+    keep_done: float = 7 * 86400.0
+    """Seconds a done job is kept before the pruner deletes it (default 7 days)."""
+
+    notify_fallback: float = 1.0
+    """Seconds between the waiters' polls when the store pushes notices (the fallback for a lost one)."""
+
+    migrate: bool = False
+    """Create or upgrade the store's schema at ``start()`` (else run ``corral migrate``)."""
+
+    worker_id: str | None = None
+    """How this process signs its claims; None: ``host:pid:random``, made when the runtime is built."""
+
+    queues_by_name: Mapping[str, Queue] = field(init=False, repr=False, compare=False)
+    """The queues by name, in declaration order."""
+
+    kinds: Mapping[str, JobKind] = field(init=False, repr=False, compare=False)
+    """Every job kind of every queue, by name, in declaration order."""
+
+    def __post_init__(self) -> None:
+        queues = self.queues
+        if isinstance(queues, Queue) or not all(isinstance(q, Queue) for q in queues):
+            raise ConfigError("queues must be a sequence of Queue objects")
+        by_name: dict[str, Queue] = {}
+        kinds: dict[str, JobKind] = {}
+        for queue in queues:
+            if queue.name in by_name:
+                raise ConfigError(f"queue {queue.name!r} is declared twice")
+            by_name[queue.name] = queue
+            for name, kind in queue.kinds.items():
+                other = kinds.get(name)
+                if other is not None:
+                    raise ConfigError(f"job kind {name!r} is declared on queue {other.queue!r} and on {queue.name!r}")
+                kinds[name] = kind
+        for label, value in (
+            ("max_conns", self.max_conns),
+            ("max_waiters", self.max_waiters),
+            ("relay_batch", self.relay_batch),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{label} must be an integer >= 1, got {value!r}")
+        relay = self.relay
+        if isinstance(relay, bool) or not isinstance(relay, int) or relay < 0:
+            raise ConfigError(f"relay must be an integer >= 0, got {relay!r}")
+        for label, seconds in (
+            ("grace", self.grace),
+            ("relay_interval", self.relay_interval),
+            ("rescue_interval", self.rescue_interval),
+            ("notify_interval", self.notify_interval),
+            ("hot_poll", self.hot_poll),
+            ("key_busy_snooze", self.key_busy_snooze),
+            ("retry_base", self.retry_base),
+            ("retry_cap", self.retry_cap),
+            ("keep_done", self.keep_done),
+            ("notify_fallback", self.notify_fallback),
+        ):
+            if not math.isfinite(seconds) or seconds < 0:
+                raise ConfigError(f"{label} must be a finite number of seconds >= 0, got {seconds!r}")
+        # frozen: the derived fields are set once, here, like the validated ones above
+        object.__setattr__(self, "queues", tuple(queues))
+        object.__setattr__(self, "queues_by_name", MappingProxyType(by_name))
+        object.__setattr__(self, "kinds", MappingProxyType(kinds))

@@ -1,0 +1,16 @@
+"""The runtime's maintenance services, one per module: each a small class whose ``run_once()`` is one pass
+against the store (testable alone) and whose ``run()`` is the loop the runtime starts.
+
+* :class:`Relay` (``relay``): moves outbox events into jobs, one bounded transaction per pass.
+* :class:`Rescuer` (``rescuer``): makes running jobs whose lease expired retryable, and runs the
+  pruner every :data:`~corral.runtime.maintenance.rescuer.PRUNE_EVERY_PASSES` passes.
+* :class:`Pruner` (``pruner``): deletes done jobs older than ``keep_done``.
+* :class:`PeriodicScheduler` (``periodic``): enqueues each due periodic job once across processes.
+"""
+
+from corral.runtime.maintenance.periodic import PeriodicScheduler
+from corral.runtime.maintenance.pruner import Pruner
+from corral.runtime.maintenance.relay import Relay
+from corral.runtime.maintenance.rescuer import Rescuer
+
+__all__ = ["PeriodicScheduler", "Pruner", "Relay", "Rescuer"]

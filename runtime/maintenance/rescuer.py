@@ -1,0 +1,68 @@
+"""The rescuer: running jobs whose lease expired (their worker died) become retryable again.
+
+Owns the rescue pass and the loop every process runs (no leader: the store makes each rescue
+happen once). The loop also runs the :class:`~corral.runtime.maintenance.pruner.Pruner` on its
+first pass and every :data:`PRUNE_EVERY_PASSES` passes after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from corral.runtime.config import RuntimeConfig
+from corral.runtime.lifecycle import Lifecycle
+from corral.runtime.maintenance.pruner import Pruner
+from corral.runtime.stats import RuntimeStats
+from corral.runtime.store import Store
+
+__all__ = ["PRUNE_EVERY_PASSES", "Rescuer"]
+
+log = logging.getLogger("corral.runtime")
+
+PRUNE_EVERY_PASSES = 100
+
+
+class Rescuer:
+    """Rescues expired leases every ``config.rescue_interval`` seconds; ``wake_all()`` wakes every
+    queue this process works, so rescued jobs run without waiting for a poll."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        config: RuntimeConfig,
+        lifecycle: Lifecycle,
+        stats: RuntimeStats,
+        pruner: Pruner,
+        wake_all: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._lifecycle = lifecycle
+        self._stats = stats
+        self._pruner = pruner
+        self._wake_all = wake_all
+
+    async def run_once(self) -> int:
+        """One rescue pass; return how many jobs were rescued. Store errors propagate to the caller."""
+        rescued = await self._store.rescue_expired()
+        if rescued:
+            self._stats.rescued += rescued
+            log.warning("rescued %d job(s) whose lease expired", rescued)
+            self._wake_all()
+        return rescued
+
+    async def run(self) -> None:
+        """Make running jobs whose lease expired retryable; prune old done jobs."""
+        passes = 0
+        while self._lifecycle.plumbing:
+            try:
+                await self.run_once()
+                if passes % PRUNE_EVERY_PASSES == 0:
+                    await self._pruner.run_once()
+            except Exception:
+                log.exception("rescuer pass failed")
+            passes += 1
+            await asyncio.sleep(self._config.rescue_interval)

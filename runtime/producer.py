@@ -1,0 +1,121 @@
+"""The producers: one claim loop per queue this process works, and how the other services wake them.
+
+Owns each queue's worker limit (never more claimed jobs in flight than ``max_workers``), its
+adaptive polling, and the job tasks it starts (one per claimed job, run by the
+:class:`~corral.runtime.executor.JobExecutor`). :class:`Producers` is the set of them by queue
+name: the one thing the relay, the rescuer, the periodic scheduler, the executor and ``enqueue``
+know about the claim loops is that they can wake one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+
+from corral.runtime.config import RuntimeConfig
+from corral.runtime.declarations import Queue
+from corral.runtime.executor import JobExecutor
+from corral.runtime.infra import spawn, wait_event
+from corral.runtime.lifecycle import Lifecycle
+from corral.runtime.store import ClaimedJob, Store
+
+__all__ = ["Producer", "Producers"]
+
+log = logging.getLogger("corral.runtime")
+
+
+class Producer:
+    """The claim loop of one queue: claims up to its free slots and starts one task per claimed job.
+
+    Adaptive polling, for jobs enqueued by other processes: right after finding work the next look
+    comes after ``config.hot_poll``, then the interval doubles up to ``queue.poll`` when idle. When the
+    store pushes notices of new jobs (``pushed``), polling is only the fallback: every ``queue.poll``.
+    """
+
+    def __init__(
+        self,
+        *,
+        queue: Queue,
+        store: Store,
+        executor: JobExecutor,
+        config: RuntimeConfig,
+        lifecycle: Lifecycle,
+        worker_id: str,
+        pushed: bool,
+    ) -> None:
+        self.queue = queue
+        self._store = store
+        self._executor = executor
+        self._lifecycle = lifecycle
+        self._worker_id = worker_id
+        self._hot_poll = queue.poll if pushed else config.hot_poll
+        self._wake = asyncio.Event()
+        self._running: dict[int, asyncio.Task[None]] = {}
+
+    def wake(self) -> None:
+        """Look for jobs now (new local jobs, a freed slot, a due retry, the stop)."""
+        self._wake.set()
+
+    def running_jobs(self) -> list[asyncio.Task[None]]:
+        """The tasks of the jobs this queue runs now."""
+        return list(self._running.values())
+
+    async def run(self) -> None:
+        """The claim loop; it ends once the runtime stops claiming (or is cancelled)."""
+        queue = self.queue
+        idle_wait = queue.poll
+        while self._lifecycle.claiming:
+            self._wake.clear()  # before claiming, so a wake during the claim is not lost
+            free = queue.max_workers - len(self._running)
+            claimed: list[ClaimedJob] = []
+            if free > 0:
+                try:
+                    claimed = await self._store.claim(queue.name, free, self._worker_id)
+                except Exception:
+                    log.exception("queue %s: claim failed; retrying after the poll interval", queue.name)
+                for job in claimed:
+                    task = spawn(self._executor.execute(queue, job), name=f"corral:job:{job.kind}:{job.id}")
+                    self._running[job.id] = task
+                    task.add_done_callback(functools.partial(self._job_done, job.id))
+                if claimed:
+                    idle_wait = self._hot_poll
+                    if len(claimed) == free:
+                        continue  # there may be more; the next pass waits only if every slot is busy
+            if not self._lifecycle.claiming:
+                break
+            wait = queue.poll if free <= 0 else min(idle_wait, queue.poll)
+            if not await wait_event(self._wake, wait) and free > 0:
+                idle_wait = min(idle_wait * 2, queue.poll)
+
+    def _job_done(self, job_id: int, _task: asyncio.Task[None]) -> None:
+        self._running.pop(job_id, None)
+        self._wake.set()  # a slot is free
+
+
+class Producers:
+    """The producers of this process by queue name; waking a queue this process does not work is a no-op."""
+
+    def __init__(self) -> None:
+        self._by_queue: dict[str, Producer] = {}
+
+    def add(self, producer: Producer) -> None:
+        self._by_queue[producer.queue.name] = producer
+
+    def wake(self, queue: str) -> None:
+        producer = self._by_queue.get(queue)
+        if producer is not None:
+            producer.wake()
+
+    def wake_all(self) -> None:
+        for producer in self._by_queue.values():
+            producer.wake()
+
+    def wake_later(self, queue: str, seconds: float) -> None:
+        # Retries and snoozes of this process's own jobs should not wait for the next poll.
+        if queue in self._by_queue:
+            asyncio.get_running_loop().call_later(max(seconds, 0.0) + 0.001, self.wake, queue)
+
+    def running_jobs(self) -> list[asyncio.Task[None]]:
+        """The tasks of every job this process runs now, over all its queues."""
+        return [task for producer in self._by_queue.values() for task in producer.running_jobs()]

@@ -1,0 +1,19 @@
+"""RuntimeStats: the counters every service of one runtime adds to, for tests, logs and the benchmark."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["RuntimeStats"]
+
+
+@dataclass
+class RuntimeStats:
+    """Counters of this process's runtime, for tests, logs and the benchmark."""
+
+    completed: int = 0
+    failed_attempts: int = 0
+    snoozed: int = 0
+    released: int = 0
+    rescued: int = 0
+    relay_passes: list[int] = field(default_factory=list)  # events moved per non-empty pass

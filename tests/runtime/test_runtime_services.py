@@ -1,0 +1,359 @@
+"""The runtime's parts alone: RuntimeConfig's validation and defaults, the life cycle's transitions, the
+completer and the waiters against a stand-in store, and one pass of each maintenance service against a real
+store (both stores, through the ``db`` fixture)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from corral.runtime import ConfigError, CorralRuntimeError, JobContext, JobStatus, Queue, Runtime
+from corral.runtime.completer import Completer
+from corral.runtime.config import RuntimeConfig
+from corral.runtime.lifecycle import Lifecycle, State
+from corral.runtime.maintenance import PeriodicScheduler, Pruner, Relay, Rescuer
+from corral.runtime.maintenance.rescuer import PRUNE_EVERY_PASSES
+from corral.runtime.stats import RuntimeStats
+from corral.runtime.store import Completion, NewJob, Store
+from corral.runtime.waiters import Waiters
+from runtime_helpers import Backend
+
+# -- RuntimeConfig ----------------------------------------------------------------------------------
+
+
+def test_runtime_keywords_are_the_config_fields_with_the_same_defaults() -> None:
+    runtime_params = inspect.signature(Runtime).parameters
+    fields = {f.name: f for f in dataclasses.fields(RuntimeConfig) if f.init}
+    assert set(runtime_params) - {"store"} == set(fields)
+    for name, field in fields.items():
+        assert runtime_params[name].default == (
+            inspect.Parameter.empty if field.default is dataclasses.MISSING else field.default
+        ), name
+
+
+def test_config_reads_the_declarations_once() -> None:
+    queue = Queue("q", max_workers=1, timeout=5)
+
+    @queue.job("first")
+    async def first(ctx: JobContext) -> None:
+        return None
+
+    config = RuntimeConfig(queues=[queue])
+
+    @queue.job("later")
+    async def later(ctx: JobContext) -> None:
+        return None
+
+    assert config.queues == (queue,)
+    assert list(config.queues_by_name) == ["q"] and list(config.kinds) == ["first"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.grace = 1.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("knobs", "message"),
+    [
+        ({"max_conns": 0}, "max_conns must be an integer >= 1, got 0"),
+        ({"max_waiters": True}, "max_waiters must be an integer >= 1, got True"),
+        ({"relay_batch": 1.5}, "relay_batch must be an integer >= 1, got 1.5"),
+        ({"relay": -1}, "relay must be an integer >= 0, got -1"),
+        ({"relay": False}, "relay must be an integer >= 0, got False"),
+        ({"grace": -1.0}, "grace must be a finite number of seconds >= 0, got -1.0"),
+        ({"hot_poll": float("nan")}, "hot_poll must be a finite number of seconds >= 0, got nan"),
+        ({"keep_done": float("inf")}, "keep_done must be a finite number of seconds >= 0, got inf"),
+        ({"notify_fallback": -0.5}, "notify_fallback must be a finite number of seconds >= 0, got -0.5"),
+    ],
+)
+def test_config_rejects_bad_knobs(knobs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as config_error:
+        RuntimeConfig(queues=[], **knobs)
+    assert str(config_error.value) == message
+    with pytest.raises(ConfigError) as runtime_error:  # before the store is even looked at
+        Runtime(queues=[], store="redis://not-looked-at", **knobs)
+    assert str(runtime_error.value) == message
+
+
+def test_config_rejects_bad_queues() -> None:
+    with pytest.raises(ConfigError, match="queues must be a sequence of Queue objects"):
+        RuntimeConfig(queues=Queue("q", max_workers=1))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="queues must be a sequence of Queue objects"):
+        RuntimeConfig(queues=["q"])  # type: ignore[list-item]
+    with pytest.raises(ConfigError, match="queue 'q' is declared twice"):
+        RuntimeConfig(queues=[Queue("q", max_workers=1), Queue("q", max_workers=2)])
+
+
+# -- the life cycle -----------------------------------------------------------------------------------
+
+
+def test_lifecycle_walks_the_stop_in_order_and_refuses_shortcuts() -> None:
+    lifecycle = Lifecycle()
+    assert lifecycle.state is State.CREATED and not lifecycle.plumbing
+    with pytest.raises(CorralRuntimeError, match="not running"):
+        lifecycle.require_running()
+    with pytest.raises(CorralRuntimeError, match="cannot go from created to running"):
+        lifecycle.enter(State.RUNNING)
+    lifecycle.enter(State.STARTING)
+    lifecycle.enter(State.CREATED)  # a failed start
+    lifecycle.enter(State.STARTING)
+    lifecycle.enter(State.RUNNING)
+    lifecycle.require_running()
+    seen = []
+    for state in (State.RUNNING, State.STOPPING, State.DRAINING, State.CANCELLING, State.CLOSING, State.STOPPED):
+        if state is not State.RUNNING:
+            lifecycle.enter(state)
+        seen.append((lifecycle.relaying, lifecycle.claiming, lifecycle.plumbing, lifecycle.hard_stopping))
+    assert seen == [
+        (True, True, True, False),  # running
+        (False, True, True, False),  # stopping: the relay ends first
+        (False, False, True, False),  # draining: no more claims
+        (False, False, True, True),  # cancelling: the hard stop
+        (False, False, False, True),  # closing: plumbing ends
+        (False, False, False, True),  # stopped
+    ]
+    with pytest.raises(CorralRuntimeError, match="cannot go from stopped to starting"):
+        lifecycle.enter(State.STARTING)
+
+
+def test_a_runtime_starts_once_and_stops_once(tmp_path: Path) -> None:
+    runtime = Runtime(queues=[Queue("q", max_workers=1)], store=f"sqlite:///{tmp_path / 'jobs.db'}")
+
+    async def main() -> None:
+        await runtime.stop()  # not started: nothing to do
+        await runtime.start()
+        with pytest.raises(CorralRuntimeError, match="already started"):
+            await runtime.start()
+        await runtime.stop()
+        await runtime.stop()
+        with pytest.raises(CorralRuntimeError, match="already started"):
+            await runtime.start()
+        with pytest.raises(CorralRuntimeError, match="not running"):
+            await runtime.counts()
+
+    asyncio.run(main())
+
+
+# -- completer and waiters ----------------------------------------------------------------------------
+
+
+class _CompletionsStore:
+    """Only what the completer calls: records each batch it is given."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+
+    async def complete(self, completions: list[Completion]) -> None:
+        self.batches.append([done.job_id for done in completions])
+
+
+def test_completer_stores_what_waits_in_one_batch_then_answers_the_waiters() -> None:
+    store = _CompletionsStore()
+    stats = RuntimeStats()
+    waiters = Waiters(store=store, config=RuntimeConfig(queues=[]), lifecycle=_running(), pushed=False)  # type: ignore[arg-type]
+    completer = Completer(store=store, stats=stats, waiters=waiters)  # type: ignore[arg-type]
+    waiters.remember(2, "q")
+
+    async def main() -> JobStatus:
+        for job_id in (1, 2, 3):
+            completer.submit(Completion(job_id=job_id, token=1, result_json=str(job_id * 10)))
+        completer.finish()  # run() stores what is queued, then returns
+        status, _ = await asyncio.gather(waiters.wait(2, timeout=5), completer.run())
+        return status
+
+    assert asyncio.run(main()) == JobStatus(job_id=2, state="done", waited=True, result=20)
+    assert store.batches == [[1, 2, 3]] and stats.completed == 3
+
+
+def test_waiters_refuse_beyond_max_waiters_and_answer_unknown_at_stop() -> None:
+    config = RuntimeConfig(queues=[], max_waiters=1)
+    waiters = Waiters(store=_CompletionsStore(), config=config, lifecycle=_running(), pushed=False)  # type: ignore[arg-type]
+    waiters.remember(7, "q")
+    waiters.remember(8, "q")
+
+    async def second_then_stop() -> JobStatus:
+        refused = await waiters.wait(8, timeout=5)  # queue q already has its one waiter
+        waiters.answer_unknown()
+        return refused
+
+    async def main() -> tuple[JobStatus, JobStatus]:
+        return await asyncio.gather(waiters.wait(7, timeout=5), second_then_stop())
+
+    first, second = asyncio.run(main())
+    assert second == JobStatus(job_id=8, state="not-waited", waited=False)
+    assert first == JobStatus(job_id=7, state="unknown", waited=True)
+
+
+# -- maintenance services, one pass against a store ---------------------------------------------------
+
+
+def _new_job(queue: str, kind: str, *, lease_seconds: float = 5.0, args_json: str = "{}") -> NewJob:
+    return NewJob(
+        queue=queue,
+        kind=kind,
+        args_json=args_json,
+        key=None,
+        run_at=time.time(),
+        max_attempts=3,
+        lease_seconds=lease_seconds,
+    )
+
+
+def _with_store(db: Backend, queues: list[Queue], body: Callable[[Store], Awaitable[None]]) -> None:
+    """Run ``body`` against the test's store, opened and closed around it (no runtime started)."""
+    store = Runtime(queues=queues, store=db.url).store
+
+    async def main() -> None:
+        await store.open()
+        try:
+            await body(store)
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
+def _running() -> Lifecycle:
+    lifecycle = Lifecycle()
+    lifecycle.enter(State.STARTING)
+    lifecycle.enter(State.RUNNING)
+    return lifecycle
+
+
+def test_rescuer_pass_makes_an_expired_claim_retryable(db: Backend) -> None:
+    queue = Queue("work", max_workers=1, timeout=5)
+    config = RuntimeConfig(queues=[queue])
+    stats = RuntimeStats()
+    woken: list[str] = []
+    job_ids: list[int] = []
+
+    async def body(store: Store) -> None:
+        rescuer = Rescuer(
+            store=store,
+            config=config,
+            lifecycle=Lifecycle(),
+            stats=stats,
+            pruner=Pruner(store=store, config=config),
+            wake_all=lambda: woken.append("all"),
+        )
+        job_ids.extend(await store.enqueue([_new_job("work", "k", lease_seconds=0.3)]))
+        assert len(await store.claim("work", 1, "lost-worker")) == 1
+        assert await rescuer.run_once() == 0  # the lease still holds
+        assert woken == []
+        await asyncio.sleep(0.6)
+        assert await rescuer.run_once() == 1
+
+    _with_store(db, [queue], body)
+    assert stats.rescued == 1 and woken == ["all"]
+    row = db.job_row(job_ids[0])
+    assert row["state"] == "retrying" and "lost-worker" in row["last_error"]
+
+
+def test_relay_pass_moves_at_most_a_batch_and_wakes_the_routed_queues(db: Backend) -> None:
+    queue = Queue("q", max_workers=1, timeout=5)
+
+    @queue.job("answer", on="asked")
+    async def answer(ctx: JobContext, n: int) -> int:
+        return n + 1
+
+    config = RuntimeConfig(queues=[queue], relay_batch=2)
+    stats = RuntimeStats()
+    woken: list[str] = []
+    moved: list[int] = []
+
+    async def body(store: Store) -> None:
+        relay = Relay(store=store, config=config, lifecycle=Lifecycle(), stats=stats, wake=woken.append)
+        for n in range(3):
+            await store.publish("asked", f'{{"n":{n}}}')
+        moved.extend([await relay.run_once(), await relay.run_once(), await relay.run_once()])
+
+    _with_store(db, [queue], body)
+    assert moved == [2, 1, 0]
+    assert stats.relay_passes == [2, 1] and woken == ["q", "q"]
+    assert db.state_counts() == {"waiting": 3}
+
+
+def test_pruner_pass_deletes_only_old_done_jobs(db: Backend) -> None:
+    queue = Queue("q", max_workers=2, timeout=5)
+    pruned: list[int] = []
+
+    async def body(store: Store) -> None:
+        await store.enqueue([_new_job("q", "k"), _new_job("q", "k")])
+        done, _running_job = await store.claim("q", 2, "w")
+        await store.complete([Completion(job_id=done.id, token=done.token, result_json=None)])
+        keep = Pruner(store=store, config=RuntimeConfig(queues=[queue]))
+        pruned.append(await keep.run_once())  # done a moment ago: kept for keep_done (7 days)
+        await asyncio.sleep(0.05)
+        prune_all = Pruner(store=store, config=RuntimeConfig(queues=[queue], keep_done=0.0))
+        pruned.append(await prune_all.run_once())
+
+    _with_store(db, [queue], body)
+    assert pruned == [0, 1]
+    assert db.state_counts() == {"running": 1}
+
+
+def test_periodic_pass_enqueues_a_due_kind_once(db: Backend) -> None:
+    queue = Queue("maintenance", max_workers=1, timeout=5)
+
+    @queue.periodic("tick", every=3600, run_on_start=True)
+    async def tick(ctx: JobContext) -> None:
+        return None
+
+    config = RuntimeConfig(queues=[queue])
+    woken: list[str] = []
+    passes: list[int] = []
+
+    async def body(store: Store) -> None:
+        scheduler = PeriodicScheduler(store=store, config=config, lifecycle=Lifecycle(), wake=woken.append)
+        assert [spec.kind for spec in scheduler.specs] == ["tick"]
+        passes.extend([len(await scheduler.run_once()), len(await scheduler.run_once())])
+
+    _with_store(db, [queue], body)
+    assert passes == [1, 0]  # the next one is due in an hour
+    assert woken == ["maintenance"]
+
+
+class _CountingStore:
+    """Only what the rescuer's loop calls; ends the loop (through the life cycle) after ``passes`` passes."""
+
+    def __init__(self, lifecycle: Lifecycle, passes: int) -> None:
+        self.lifecycle = lifecycle
+        self.passes = passes
+        self.rescues = 0
+        self.prunes: list[int] = []  # the rescue pass each prune followed
+
+    async def rescue_expired(self) -> int:
+        self.rescues += 1
+        if self.rescues == self.passes:
+            for state in (State.STOPPING, State.DRAINING, State.CLOSING):
+                self.lifecycle.enter(state)
+        if self.rescues == 2:
+            raise OSError("store away")  # logged; the loop carries on, this pass prunes nothing
+        return 0
+
+    async def prune_done(self, *, older_than: float) -> int:
+        self.prunes.append(self.rescues)
+        return 0
+
+
+def test_rescuer_loop_prunes_on_its_first_pass_and_every_hundred_after() -> None:
+    lifecycle = _running()
+    passes = 2 * PRUNE_EVERY_PASSES + 1
+    store = _CountingStore(lifecycle, passes)
+    config = RuntimeConfig(queues=[], rescue_interval=0.0)
+    rescuer = Rescuer(
+        store=store,  # type: ignore[arg-type]
+        config=config,
+        lifecycle=lifecycle,
+        stats=RuntimeStats(),
+        pruner=Pruner(store=store, config=config),  # type: ignore[arg-type]
+        wake_all=lambda: None,
+    )
+    asyncio.run(asyncio.wait_for(rescuer.run(), 30))
+    assert PRUNE_EVERY_PASSES == 100
+    assert store.rescues == passes
+    assert store.prunes == [1, PRUNE_EVERY_PASSES + 1, 2 * PRUNE_EVERY_PASSES + 1]
