@@ -32,13 +32,12 @@ from corral.runtime.errors import (
     ConfigError,
     CorralRuntimeError,
     JobArgumentError,
-    StoreUnavailable,
     UnknownJobKind,
 )
 from corral.runtime.infra import cancel_detached, run_in_thread, spawn, wait_event
 from corral.runtime.names import check_name
-from corral.runtime.sqlite_store import SqliteStore
-from corral.runtime.store import (
+from corral.runtime.stores import open_store
+from corral.runtime.stores.protocol import (
     DONE,
     FAILED,
     ClaimedJob,
@@ -66,28 +65,6 @@ def retry_delay(attempt: int, *, base: float, cap: float, rng: random.Random | N
     """
     step = min(cap, base * 2.0 ** max(attempt - 1, 0))
     return step * (0.5 + (rng or random).random() / 2)
-
-
-def open_store(store: str | Store, *, max_conns: int = 40) -> Store:
-    """Turn a store URL (``sqlite:///path.db``, ``postgresql://...``) into a :class:`Store`; pass a
-    Store through. A PostgreSQL URL gets a pool of ``max_conns`` connections."""
-    if isinstance(store, str):
-        if store.startswith("sqlite:"):
-            return SqliteStore.from_url(store)
-        if store.startswith(("postgresql://", "postgres://")):
-            try:
-                from corral.runtime.postgres_store import PostgresStore
-            except ImportError as exc:
-                raise StoreUnavailable(
-                    f"the PostgreSQL store needs psycopg and psycopg-pool: pip install 'corral[postgres]' ({exc})"
-                ) from exc
-            return PostgresStore.from_url(store, max_size=max_conns)
-        raise StoreUnavailable(
-            f"unsupported store URL {store!r}: use sqlite:///path.db or postgresql://user@host/database"
-        )
-    if not isinstance(store, Store):
-        raise ConfigError(f"store must be a URL or a Store, got {type(store).__name__}")
-    return store
 
 
 @dataclass(frozen=True)

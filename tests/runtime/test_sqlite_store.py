@@ -8,7 +8,7 @@ from pathlib import Path
 
 OPEN_AND_CLOSE = """
 import asyncio, sys
-from corral.runtime.sqlite_store import SqliteStore
+from corral.runtime.stores.sqlite import SqliteStore
 
 async def main():
     store = SqliteStore(path=sys.argv[1], busy_timeout=10)
