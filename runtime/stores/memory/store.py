@@ -83,7 +83,7 @@ class MemoryStore:
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
-        self._open = False
+        self._opened = 0  # open() calls not yet closed: runtimes sharing the store each open and close it
         self._job_ids = itertools.count(1)
         self._event_ids = itertools.count(1)
         self._jobs: dict[int, _Job] = {}
@@ -118,21 +118,20 @@ class MemoryStore:
         return False  # like SQLite: other runtimes' work is found by polling
 
     async def migrate(self) -> list[int]:
-        await self.open()
-        return []  # no schema
+        return []  # no schema, nothing to connect to
 
     async def open(self) -> None:
-        self._open = True
+        self._opened += 1
 
     async def close(self) -> None:
-        self._open = False  # the jobs stay: a test may open the store again
+        self._opened = max(self._opened - 1, 0)  # the jobs stay: a test may open the store again
 
     async def _begin(self, conn: Any = None) -> float:
         """Every call starts here: refuse a closed store or a foreign connection, let other tasks
         run once (a real store awaits I/O here), then return the call's time."""
         if conn is not None:
             raise ConfigError("conn=... (enqueue inside your own transaction) needs the PostgreSQL store")
-        if not self._open:
+        if not self._opened:
             raise StoreUnavailable(f"store {self!r} is not open")
         await asyncio.sleep(0)
         return self._clock()
