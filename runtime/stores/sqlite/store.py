@@ -1,7 +1,7 @@
 """The SQLite store: the embedded default implementation of :class:`~corral.runtime.stores.protocol.Store`.
 
 Owns the SQLite connection, the schema's versioned migrations (``migrations/*.sql``, recorded in
-``corral_schema_version`` and applied on open) and runs the statements of this package's ``*.sql``
+``corral_schema_version`` and applied on open) and the statements of this package's ``*.sql``
 files. A database created before versions were recorded (it has the tables but no version row) is
 at version 1 and is upgraded in place. All calls run on one dedicated store thread (see
 :mod:`corral.runtime.infra.threads`), each as one short transaction. Several processes may
