@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from corral.runtime.errors import CorralRuntimeError
 from corral.runtime.runtime import Runtime
-from corral.runtime.store import STATES
+from corral.runtime.stores.protocol import STATES
 
 __all__ = ["jobs_main", "load_runtime", "migrate_main", "worker_main"]
 

@@ -11,7 +11,7 @@ import asyncio
 import logging
 
 from corral.runtime.stats import RuntimeStats
-from corral.runtime.store import DONE, Completion, Store
+from corral.runtime.stores.protocol import DONE, Completion, Store
 from corral.runtime.waiters import Waiters
 
 __all__ = ["Completer"]

@@ -2,7 +2,7 @@
 
 Owns the defaults, the units and the validation of the runtime's settings, and the snapshot of
 the declarations (queues and their job kinds) the runtime works with. The store is not a field:
-it is a resource (a URL to open, or a live :class:`~corral.runtime.store.Store` with its own pool)
+it is a resource (a URL to open, or a live :class:`~corral.runtime.stores.protocol.Store` with its own pool)
 that the runtime opens or adopts, not a setting to validate.
 """
 

@@ -25,7 +25,7 @@ from corral.runtime.declarations import JobContext, JobKind, Queue
 from corral.runtime.infra import run_in_thread
 from corral.runtime.lifecycle import Lifecycle
 from corral.runtime.stats import RuntimeStats
-from corral.runtime.store import FAILED, ClaimedJob, Completion, Store
+from corral.runtime.stores.protocol import FAILED, ClaimedJob, Completion, Store
 from corral.runtime.waiters import Waiters
 
 if TYPE_CHECKING:

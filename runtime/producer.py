@@ -18,7 +18,7 @@ from corral.runtime.declarations import Queue
 from corral.runtime.executor import JobExecutor
 from corral.runtime.infra import spawn, wait_event
 from corral.runtime.lifecycle import Lifecycle
-from corral.runtime.store import ClaimedJob, Store
+from corral.runtime.stores.protocol import ClaimedJob, Store
 
 __all__ = ["Producer", "Producers"]
 

@@ -42,9 +42,9 @@ from corral.runtime.lifecycle import Lifecycle, State
 from corral.runtime.maintenance import PeriodicScheduler, Pruner, Relay, Rescuer
 from corral.runtime.names import check_name
 from corral.runtime.producer import Producer, Producers
-from corral.runtime.sqlite_store import SqliteStore
 from corral.runtime.stats import RuntimeStats
-from corral.runtime.store import FailedJob, NewJob, QueueCounts, Store
+from corral.runtime.stores import open_store
+from corral.runtime.stores.protocol import FailedJob, NewJob, QueueCounts, Store
 from corral.runtime.waiters import JobStatus, Waiters
 
 __all__ = ["Runtime"]
@@ -54,28 +54,6 @@ log = logging.getLogger("corral.runtime")
 MAX_KEY_LENGTH = 255
 # How long stop() waits for jobs it cancelled (hard stop) to release themselves before moving on.
 HARD_STOP_WAIT = 10.0
-
-
-def open_store(store: str | Store, *, max_conns: int = 40) -> Store:
-    """Turn a store URL (``sqlite:///path.db``, ``postgresql://...``) into a :class:`Store`; pass a
-    Store through. A PostgreSQL URL gets a pool of ``max_conns`` connections."""
-    if isinstance(store, str):
-        if store.startswith("sqlite:"):
-            return SqliteStore.from_url(store)
-        if store.startswith(("postgresql://", "postgres://")):
-            try:
-                from corral.runtime.postgres_store import PostgresStore
-            except ImportError as exc:
-                raise StoreUnavailable(
-                    f"the PostgreSQL store needs psycopg and psycopg-pool: pip install 'corral[postgres]' ({exc})"
-                ) from exc
-            return PostgresStore.from_url(store, max_size=max_conns)
-        raise StoreUnavailable(
-            f"unsupported store URL {store!r}: use sqlite:///path.db or postgresql://user@host/database"
-        )
-    if not isinstance(store, Store):
-        raise ConfigError(f"store must be a URL or a Store, got {type(store).__name__}")
-    return store
 
 
 def _encode(what: str, kind: JobKind, args: Mapping[str, Any]) -> str:

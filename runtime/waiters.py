@@ -19,7 +19,7 @@ from typing import Any
 from corral.runtime.config import RuntimeConfig
 from corral.runtime.infra import wait_event
 from corral.runtime.lifecycle import Lifecycle
-from corral.runtime.store import DONE, FAILED, Store
+from corral.runtime.stores.protocol import DONE, FAILED, Store
 
 __all__ = ["JobStatus", "Waiters"]
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from corral.runtime.config import RuntimeConfig
 from corral.runtime.declarations import JobKind
 from corral.runtime.lifecycle import Lifecycle
-from corral.runtime.store import PeriodicSpec, Store
+from corral.runtime.stores.protocol import PeriodicSpec, Store
 
 __all__ = ["PeriodicScheduler", "periodic_specs"]
 

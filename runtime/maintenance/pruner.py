@@ -6,7 +6,7 @@ Owns one pass only; when it runs is the rescuer's business (every few of its pas
 from __future__ import annotations
 
 from corral.runtime.config import RuntimeConfig
-from corral.runtime.store import Store
+from corral.runtime.stores.protocol import Store
 
 __all__ = ["Pruner"]
 

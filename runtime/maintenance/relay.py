@@ -17,7 +17,7 @@ from corral.runtime.declarations import JobKind
 from corral.runtime.infra import wait_event
 from corral.runtime.lifecycle import Lifecycle
 from corral.runtime.stats import RuntimeStats
-from corral.runtime.store import Route, Store
+from corral.runtime.stores.protocol import Route, Store
 
 __all__ = ["Relay", "event_routes"]
 

@@ -15,7 +15,7 @@ from corral.runtime.config import RuntimeConfig
 from corral.runtime.lifecycle import Lifecycle
 from corral.runtime.maintenance.pruner import Pruner
 from corral.runtime.stats import RuntimeStats
-from corral.runtime.store import Store
+from corral.runtime.stores.protocol import Store
 
 __all__ = ["PRUNE_EVERY_PASSES", "Rescuer"]
 

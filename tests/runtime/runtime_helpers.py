@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 from corral.runtime import Queue, Runtime
-from corral.runtime.postgres_store import PostgresStore
+from corral.runtime.stores.postgres import PostgresStore
 from psycopg.rows import dict_row
 
 

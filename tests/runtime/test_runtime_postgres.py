@@ -17,8 +17,8 @@ import psycopg
 import pytest
 from conftest import Cli
 from corral.runtime import BudgetError, ConfigError, JobContext, Queue, Runtime, StoreUnavailable
-from corral.runtime.postgres_store import SCHEMA_VERSION, PostgresStore
-from corral.runtime.store import NewJob
+from corral.runtime.stores.postgres import SCHEMA_VERSION, PostgresStore
+from corral.runtime.stores.protocol import NewJob
 from psycopg_pool import AsyncConnectionPool
 from runtime_helpers import PostgresBackend, make_runtime
 

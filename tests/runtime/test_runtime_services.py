@@ -20,7 +20,7 @@ from corral.runtime.lifecycle import Lifecycle, State
 from corral.runtime.maintenance import PeriodicScheduler, Pruner, Relay, Rescuer
 from corral.runtime.maintenance.rescuer import PRUNE_EVERY_PASSES
 from corral.runtime.stats import RuntimeStats
-from corral.runtime.store import Completion, NewJob, Store
+from corral.runtime.stores.protocol import Completion, NewJob, Store
 from corral.runtime.waiters import Waiters
 from runtime_helpers import Backend
 

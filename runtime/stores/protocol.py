@@ -1,9 +1,9 @@
 """The storage interface: one small, async, claim-oriented :class:`Store` protocol and its records.
 
-Two implementations: the embedded SQLite store (:mod:`corral.runtime.sqlite_store`) and the
-PostgreSQL store (:mod:`corral.runtime.postgres_store`). Every method is one short transaction: no
+Three implementations, one folder each under :mod:`corral.runtime.stores`: the embedded SQLite store,
+the PostgreSQL store and the in-memory store for tests. Every method is one short transaction: no
 job code ever runs while a store transaction or connection is held. This module also owns what
-both stores share beyond the protocol: turning selected rows into records, routing relayed events
+the stores share beyond the protocol: turning selected rows into records, routing relayed events
 to jobs, and the text a rescued job's error carries.
 
 Job states: ``waiting`` (new, snoozed or released), ``running`` (claimed, under a lease),
@@ -19,7 +19,6 @@ from typing import Any, Protocol, runtime_checkable
 __all__ = [
     "DONE",
     "FAILED",
-    "RESCUE_ERROR_SQL",
     "RETRYING",
     "RUNNING",
     "STATES",
@@ -38,6 +37,7 @@ __all__ = [
     "claimed_job",
     "failed_job",
     "queue_counts",
+    "rescue_error",
     "routed_jobs",
 ]
 
@@ -219,12 +219,14 @@ class Store(Protocol):
         """Delete done jobs finished more than ``older_than`` seconds ago."""
 
 
-# -- shared by both stores ---------------------------------------------------------------------------
+# -- shared by the stores ----------------------------------------------------------------------------
 
-# The error a rescued job carries (an SQL expression over the row; valid in SQLite and PostgreSQL).
-RESCUE_ERROR_SQL = (
-    "'lease expired: the worker ' || COALESCE(worker_id, '?') || ' was lost while running attempt ' || attempt"
-)
+
+def rescue_error(worker_id: str | None, attempt: int) -> str:
+    """The error a rescued job carries. The SQL stores compute the same text in their ``rescue.sql``
+    (the conformance suite holds all stores to it)."""
+    worker = "?" if worker_id is None else worker_id
+    return f"lease expired: the worker {worker} was lost while running attempt {attempt}"
 
 
 def claimed_job(queue: str, row: Sequence[Any]) -> ClaimedJob:

@@ -1,6 +1,9 @@
-"""The SQLite store: the embedded default implementation of :class:`~corral.runtime.store.Store`.
+"""The SQLite store: the embedded default implementation of :class:`~corral.runtime.stores.protocol.Store`.
 
-Owns the schema and every SQL statement. All calls run on one dedicated store thread (see
+Owns the SQLite connection, the schema's versioned migrations (``migrations/*.sql``, recorded in
+``corral_schema_version`` and applied on open) and the statements of this package's ``*.sql``
+files. A database created before versions were recorded (it has the tables but no version row) is
+at version 1 and is upgraded in place. All calls run on one dedicated store thread (see
 :mod:`corral.runtime.infra.threads`), each as one short transaction. Several processes may
 share the database file: WAL mode lets readers run beside the writer, every write starts with
 ``BEGIN IMMEDIATE`` (so two claimers serialise instead of failing on a stale snapshot), and
@@ -9,6 +12,7 @@ share the database file: WAL mode lets readers run beside the writer, every writ
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -18,10 +22,9 @@ from typing import Any, TypeVar
 
 from corral.runtime.errors import ConfigError, StoreUnavailable
 from corral.runtime.infra import StoreThread
-from corral.runtime.store import (
+from corral.runtime.stores.protocol import (
     DONE,
     FAILED,
-    RESCUE_ERROR_SQL,
     RETRYING,
     WAITING,
     ClaimedJob,
@@ -38,66 +41,17 @@ from corral.runtime.store import (
     queue_counts,
     routed_jobs,
 )
+from corral.runtime.stores.sqlfiles import read_migrations, read_queries, split_statements
 
-__all__ = ["SqliteStore"]
+__all__ = ["SCHEMA_VERSION", "SqliteStore"]
+
+log = logging.getLogger("corral.runtime")
 
 T = TypeVar("T")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS corral_jobs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    queue TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    args TEXT NOT NULL,
-    key TEXT,
-    state TEXT NOT NULL,
-    attempt INTEGER NOT NULL DEFAULT 0,
-    max_attempts INTEGER NOT NULL,
-    claims INTEGER NOT NULL DEFAULT 0,
-    lease_seconds REAL NOT NULL,
-    run_at REAL NOT NULL,
-    enqueued_at REAL NOT NULL,
-    started_at REAL,
-    finished_at REAL,
-    lease_until REAL,
-    worker_id TEXT,
-    result TEXT,
-    last_error TEXT,
-    last_traceback TEXT,
-    event_id INTEGER
-);
-CREATE INDEX IF NOT EXISTS corral_jobs_runnable
-    ON corral_jobs (queue, run_at, id) WHERE state IN ('waiting', 'retrying');
-CREATE INDEX IF NOT EXISTS corral_jobs_leased
-    ON corral_jobs (lease_until) WHERE state = 'running';
-CREATE INDEX IF NOT EXISTS corral_jobs_failed
-    ON corral_jobs (finished_at) WHERE state = 'failed';
-CREATE UNIQUE INDEX IF NOT EXISTS corral_jobs_event
-    ON corral_jobs (event_id, kind) WHERE event_id IS NOT NULL;
-CREATE TABLE IF NOT EXISTS corral_events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    topic TEXT NOT NULL,
-    payload TEXT NOT NULL,
-    created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS corral_key_leases (
-    queue TEXT NOT NULL,
-    key TEXT NOT NULL,
-    slot INTEGER NOT NULL,
-    holder INTEGER NOT NULL,
-    until REAL NOT NULL,
-    PRIMARY KEY (queue, key, slot)
-);
-CREATE TABLE IF NOT EXISTS corral_periodic (
-    kind TEXT PRIMARY KEY,
-    next_run REAL NOT NULL
-);
-"""
-
-_INSERT_JOB = (
-    "INSERT INTO corral_jobs (queue, kind, args, key, state, max_attempts, lease_seconds, run_at, enqueued_at,"
-    " event_id) VALUES (?, ?, ?, ?, 'waiting', ?, ?, ?, ?, ?)"
-)
+_SQL = read_queries("corral.runtime.stores.sqlite")
+_MIGRATIONS = read_migrations("corral.runtime.stores.sqlite")
+SCHEMA_VERSION = _MIGRATIONS[-1][0]
 
 
 def _path_from_url(url: str) -> str:
@@ -123,6 +77,7 @@ class SqliteStore:
         self._clock = clock
         self._thread = StoreThread(name=f"corral-store:{Path(self.path).name}")
         self._conn: sqlite3.Connection | None = None
+        self._applied: list[int] = []  # the migrations the last open applied
 
     @classmethod
     def from_url(cls, url: str) -> SqliteStore:
@@ -185,9 +140,9 @@ class SqliteStore:
         return conn
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
-        """WAL mode and the schema. Two processes opening a new store at once can find it locked
-        without SQLite's busy handler waiting (switching to WAL takes the lock at once), so a locked
-        store is retried until the busy timeout is spent."""
+        """WAL mode and the schema (migrated to :data:`SCHEMA_VERSION`). Two processes opening a new
+        store at once can find it locked without SQLite's busy handler waiting (switching to WAL
+        takes the lock at once), so a locked store is retried until the busy timeout is spent."""
         deadline = time.monotonic() + self._busy_timeout_ms / 1000
         while True:
             try:
@@ -198,19 +153,43 @@ class SqliteStore:
                 # the last commits, which at-least-once delivery tolerates.
                 conn.execute("PRAGMA synchronous = NORMAL")
                 with self._write(conn):
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
+                    self._applied = self._migrate_schema(conn)
+                if self._applied:
+                    log.info("%s: schema migrated to version %d (applied %s)", self, SCHEMA_VERSION, self._applied)
                 return
             except sqlite3.OperationalError as exc:
                 if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() >= deadline:
                     raise
                 time.sleep(0.01)
 
+    def _migrate_schema(self, conn: sqlite3.Connection) -> list[int]:
+        """Apply the migrations the database lacks, inside the caller's write transaction (so
+        processes opening the file together migrate it once, one after another)."""
+        conn.execute(_SQL["version_table"])
+        current = int(conn.execute(_SQL["version"]).fetchone()[0])
+        if current == 0 and conn.execute(_SQL["unversioned_schema"]).fetchone() is not None:
+            current = 1  # created by a store that recorded no versions: its schema is migration 1
+            conn.execute(_SQL["record_version"], (current, self._clock()))
+        if current > SCHEMA_VERSION:
+            raise StoreUnavailable(
+                f"{self}: the schema is at version {current}, newer than this corral knows ({SCHEMA_VERSION})"
+            )
+        applied: list[int] = []
+        for version, migration in _MIGRATIONS:
+            if version > current:
+                for statement in split_statements(migration):
+                    conn.execute(statement)
+                conn.execute(_SQL["record_version"], (version, self._clock()))
+                applied.append(version)
+        return applied
+
     async def migrate(self) -> list[int]:
-        """The schema is created on open (``CREATE ... IF NOT EXISTS``); it has no versions yet."""
+        """The schema is migrated on open; return the versions that applied (none when the store was
+        already open)."""
+        if self._conn is not None:
+            return []
         await self.open()
-        return []
+        return list(self._applied)
 
     async def open(self) -> None:
         if self._conn is not None:
@@ -239,7 +218,7 @@ class SqliteStore:
             with self._write(conn):
                 for job in jobs:
                     cur = conn.execute(
-                        _INSERT_JOB,
+                        _SQL["insert_job"],
                         (
                             job.queue,
                             job.kind,
@@ -263,25 +242,10 @@ class SqliteStore:
 
         def claim(conn: sqlite3.Connection) -> list[ClaimedJob]:
             now = self._clock()
-            # A plain read first: an idle poller (every process polls) must not take the write lock.
-            if (
-                conn.execute(
-                    "SELECT 1 FROM corral_jobs WHERE queue = ? AND state IN ('waiting', 'retrying') AND run_at <= ?"
-                    " LIMIT 1",
-                    (queue, now),
-                ).fetchone()
-                is None
-            ):
+            if conn.execute(_SQL["any_runnable"], (queue, now)).fetchone() is None:
                 return []
             with self._write(conn):
-                rows = conn.execute(
-                    "UPDATE corral_jobs SET state = 'running', attempt = attempt + 1, claims = claims + 1,"
-                    " worker_id = ?, started_at = ?, lease_until = ? + lease_seconds"
-                    " WHERE id IN (SELECT id FROM corral_jobs WHERE queue = ? AND state IN ('waiting', 'retrying')"
-                    " AND run_at <= ? ORDER BY run_at, id LIMIT ?)"
-                    " RETURNING id, kind, args, key, attempt, max_attempts, claims, enqueued_at, run_at",
-                    (worker_id, now, now, queue, now, limit),
-                ).fetchall()
+                rows = conn.execute(_SQL["claim"], (worker_id, now, now, queue, now, limit)).fetchall()
             jobs = [claimed_job(queue, row) for row in rows]
             jobs.sort(key=lambda job: (job.run_at, job.id))
             return jobs
@@ -295,11 +259,8 @@ class SqliteStore:
         def complete(conn: sqlite3.Connection) -> None:
             now = self._clock()
             with self._write(conn):
-                # Settle only the claim we hold (token); a job rescued and re-claimed elsewhere
-                # belongs to its new holder.
                 conn.executemany(
-                    "UPDATE corral_jobs SET state = 'done', result = ?, finished_at = ?, lease_until = NULL,"
-                    " worker_id = NULL WHERE id = ? AND claims = ? AND state != 'done'",
+                    _SQL["complete"],
                     [(c.result_json, now, c.job_id, c.token) for c in completions],
                 )
 
@@ -311,9 +272,7 @@ class SqliteStore:
             final = retry_at is None
             with self._write(conn):
                 conn.execute(
-                    "UPDATE corral_jobs SET state = ?, run_at = ?, last_error = ?, last_traceback = ?,"
-                    " finished_at = ?, lease_until = NULL, worker_id = NULL"
-                    " WHERE id = ? AND claims = ? AND state = 'running'",
+                    _SQL["fail"],
                     (
                         FAILED if final else RETRYING,
                         now if final else retry_at,
@@ -331,12 +290,7 @@ class SqliteStore:
         def unclaim(conn: sqlite3.Connection) -> None:
             now = self._clock()
             with self._write(conn):
-                # Refund the attempt spent by the claim: the job never got to run to an outcome.
-                conn.execute(
-                    "UPDATE corral_jobs SET state = ?, attempt = MAX(attempt - 1, 0), run_at = ?,"
-                    " lease_until = NULL, worker_id = NULL WHERE id = ? AND claims = ? AND state = 'running'",
-                    (WAITING, now + seconds, job_id, token),
-                )
+                conn.execute(_SQL["unclaim"], (WAITING, now + seconds, job_id, token))
 
         return unclaim
 
@@ -350,15 +304,7 @@ class SqliteStore:
         def rescue(conn: sqlite3.Connection) -> int:
             now = self._clock()
             with self._write(conn):
-                cur = conn.execute(
-                    "UPDATE corral_jobs SET"
-                    " state = CASE WHEN attempt >= max_attempts THEN ? ELSE ? END,"
-                    " finished_at = CASE WHEN attempt >= max_attempts THEN ? ELSE NULL END,"
-                    f" run_at = ?, last_error = {RESCUE_ERROR_SQL}, last_traceback = NULL,"
-                    " lease_until = NULL, worker_id = NULL"
-                    " WHERE state = 'running' AND lease_until < ?",
-                    (FAILED, RETRYING, now, now, now),
-                )
+                cur = conn.execute(_SQL["rescue"], (FAILED, RETRYING, now, now, now))
                 return cur.rowcount
 
         return await self._run(rescue)
@@ -370,13 +316,7 @@ class SqliteStore:
             now = self._clock()
             with self._write(conn):
                 for slot in range(limit):
-                    cur = conn.execute(
-                        "INSERT INTO corral_key_leases (queue, key, slot, holder, until) VALUES (?, ?, ?, ?, ?)"
-                        " ON CONFLICT (queue, key, slot) DO UPDATE SET holder = excluded.holder,"
-                        " until = excluded.until"
-                        " WHERE corral_key_leases.until < ? OR corral_key_leases.holder = excluded.holder",
-                        (queue, key, slot, holder, now + seconds, now),
-                    )
+                    cur = conn.execute(_SQL["lease_take"], (queue, key, slot, holder, now + seconds, now))
                     if cur.rowcount == 1:
                         return True
             return False
@@ -386,9 +326,7 @@ class SqliteStore:
     async def release_key_lease(self, queue: str, key: str, *, holder: int) -> None:
         def release(conn: sqlite3.Connection) -> None:
             with self._write(conn):
-                conn.execute(
-                    "DELETE FROM corral_key_leases WHERE queue = ? AND key = ? AND holder = ?", (queue, key, holder)
-                )
+                conn.execute(_SQL["lease_release"], (queue, key, holder))
 
         await self._run(release)
 
@@ -399,10 +337,7 @@ class SqliteStore:
 
         def publish(conn: sqlite3.Connection) -> int:
             with self._write(conn):
-                cur = conn.execute(
-                    "INSERT INTO corral_events (topic, payload, created_at) VALUES (?, ?, ?)",
-                    (topic, payload_json, self._clock()),
-                )
+                cur = conn.execute(_SQL["publish"], (topic, payload_json, self._clock()))
                 return int(cur.lastrowid or 0)
 
         return await self._run(publish)
@@ -414,13 +349,11 @@ class SqliteStore:
             with self._write(conn):
                 # The write lock is held from the SELECT to the DELETE, so two relays (in any
                 # process) can never take the same row: each event is relayed exactly once.
-                rows = conn.execute(
-                    "SELECT id, topic, payload FROM corral_events ORDER BY id LIMIT ?", (limit,)
-                ).fetchall()
+                rows = conn.execute(_SQL["relay_take"], (limit,)).fetchall()
                 for job in routed_jobs(rows, routes):
                     route = job.route
                     cur = conn.execute(
-                        _INSERT_JOB.replace("INSERT", "INSERT OR IGNORE", 1),
+                        _SQL["insert_event_job"],
                         (
                             route.queue,
                             route.kind,
@@ -434,7 +367,7 @@ class SqliteStore:
                         ),
                     )
                     created += cur.rowcount
-                conn.executemany("DELETE FROM corral_events WHERE id = ?", [(row[0],) for row in rows])
+                conn.executemany(_SQL["relay_delete"], [(row[0],) for row in rows])
             return RelayPass(events=len(rows), jobs=created)
 
         return await self._run(relay)
@@ -448,21 +381,17 @@ class SqliteStore:
             ids: list[int] = []
             with self._write(conn):
                 for spec in specs:
-                    row = conn.execute("SELECT next_run FROM corral_periodic WHERE kind = ?", (spec.kind,)).fetchone()
+                    row = conn.execute(_SQL["periodic_next"], (spec.kind,)).fetchone()
                     if row is None:
                         due = spec.run_on_start
-                        conn.execute(
-                            "INSERT INTO corral_periodic (kind, next_run) VALUES (?, ?)", (spec.kind, now + spec.every)
-                        )
+                        conn.execute(_SQL["periodic_new"], (spec.kind, now + spec.every))
                     else:
                         due = row[0] <= now
                         if due:
-                            conn.execute(
-                                "UPDATE corral_periodic SET next_run = ? WHERE kind = ?", (now + spec.every, spec.kind)
-                            )
+                            conn.execute(_SQL["periodic_due"], (now + spec.every, spec.kind))
                     if due:
                         cur = conn.execute(
-                            _INSERT_JOB,
+                            _SQL["insert_job"],
                             (spec.queue, spec.kind, "{}", None, spec.max_attempts, spec.lease_seconds, now, now, None),
                         )
                         ids.append(int(cur.lastrowid or 0))
@@ -474,17 +403,13 @@ class SqliteStore:
 
     async def counts(self) -> dict[str, QueueCounts]:
         def counts(conn: sqlite3.Connection) -> dict[str, QueueCounts]:
-            return queue_counts(conn.execute("SELECT queue, state, COUNT(*) FROM corral_jobs GROUP BY queue, state"))
+            return queue_counts(conn.execute(_SQL["counts"]))
 
         return await self._run(counts)
 
     async def failed(self, *, limit: int = 50) -> list[FailedJob]:
         def failed(conn: sqlite3.Connection) -> list[FailedJob]:
-            rows = conn.execute(
-                "SELECT id, queue, kind, args, attempt, max_attempts, last_error, last_traceback, finished_at"
-                " FROM corral_jobs WHERE state = 'failed' ORDER BY finished_at DESC, id DESC LIMIT ?",
-                (limit,),
-            ).fetchall()
+            rows = conn.execute(_SQL["failed"], (limit,)).fetchall()
             return [failed_job(row) for row in rows]
 
         return await self._run(failed)
@@ -496,10 +421,7 @@ class SqliteStore:
             found: dict[int, JobState] = {}
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))  # only '?' placeholders: values stay bound
-                for row in conn.execute(
-                    f"SELECT id, queue, state, result, last_error FROM corral_jobs WHERE id IN ({marks})", chunk
-                ):
+                for row in conn.execute(_SQL["states"].format(marks=",".join("?" * len(chunk))), chunk):
                     found[row[0]] = JobState(id=row[0], queue=row[1], state=row[2], result_json=row[3], error=row[4])
             return found
 
@@ -508,9 +430,7 @@ class SqliteStore:
     async def prune_done(self, *, older_than: float) -> int:
         def prune(conn: sqlite3.Connection) -> int:
             with self._write(conn):
-                cur = conn.execute(
-                    "DELETE FROM corral_jobs WHERE state = ? AND finished_at < ?", (DONE, self._clock() - older_than)
-                )
+                cur = conn.execute(_SQL["prune"], (DONE, self._clock() - older_than))
                 return cur.rowcount
 
         return await self._run(prune)

@@ -1,0 +1,402 @@
+"""The in-memory store: the whole :class:`~corral.runtime.stores.protocol.Store` in Python objects, for tests.
+
+Like Procrastinate's ``InMemoryConnector``: no file and no server, nothing survives the process.
+It keeps the SQL stores' semantics (claim order and tokens, leases and rescue, key leases, the
+relay's exactly-once, periodic scheduling, inspection and pruning), which the store conformance
+suite checks. It is single-process and asyncio-safe: every method does its work without awaiting in
+between, so on one event loop each call is atomic, as a store transaction is. It is not
+thread-safe: call it from the event loop only (as the runtime does). Share one instance between
+runtimes of a test to let them see each other's jobs; each ``memory://`` URL makes a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import heapq
+import itertools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from corral.runtime.errors import ConfigError, StoreUnavailable
+from corral.runtime.stores.protocol import (
+    DONE,
+    FAILED,
+    RETRYING,
+    RUNNING,
+    WAITING,
+    ClaimedJob,
+    Completion,
+    FailedJob,
+    JobState,
+    NewJob,
+    PeriodicSpec,
+    QueueCounts,
+    RelayPass,
+    Route,
+    queue_counts,
+    rescue_error,
+    routed_jobs,
+)
+
+__all__ = ["MemoryStore"]
+
+_RUNNABLE = (WAITING, RETRYING)
+
+
+@dataclass
+class _Job:
+    """One row of the SQL stores' jobs table."""
+
+    id: int
+    queue: str
+    kind: str
+    args_json: str
+    key: str | None
+    state: str
+    max_attempts: int
+    lease_seconds: float
+    run_at: float
+    enqueued_at: float
+    event_id: int | None
+    attempt: int = 0
+    claims: int = 0
+    started_at: float | None = None
+    finished_at: float | None = None
+    lease_until: float | None = None
+    worker_id: str | None = None
+    result_json: str | None = None
+    last_error: str | None = None
+    last_traceback: str | None = None
+
+
+@dataclass
+class _KeyLease:
+    holder: int
+    busy_until: float
+
+
+class MemoryStore:
+    """In-memory job store (``memory://``). ``clock`` is the store's time, as for the SQLite store."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._opened = 0  # open() calls not yet closed: runtimes sharing the store each open and close it
+        self._job_ids = itertools.count(1)
+        self._event_ids = itertools.count(1)
+        self._jobs: dict[int, _Job] = {}
+        # Per queue, a heap of (run_at, id) for every job that became runnable; an entry whose job has
+        # since changed (claimed, settled, run_at moved, pruned) is dropped when it comes up.
+        self._runnable: dict[str, list[tuple[float, int]]] = {}
+        self._running: set[int] = set()
+        self._from_events: set[tuple[int, str]] = set()  # (event_id, kind): the SQL stores' unique index
+        self._events: dict[int, tuple[str, str]] = {}  # id -> (topic, payload), in id order
+        self._key_leases: dict[tuple[str, str, int], _KeyLease] = {}
+        self._periodic: dict[str, float] = {}  # kind -> next run
+
+    @classmethod
+    def from_url(cls, url: str) -> MemoryStore:
+        """``memory://`` (anything after it is ignored): a new, empty store."""
+        return cls()
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(jobs={len(self._jobs)})"
+
+    @property
+    def pool_size(self) -> int | None:
+        return None  # no connections: the boot check uses Runtime(max_conns=...)
+
+    def watch(
+        self,
+        *,
+        on_jobs: Callable[[str | None], None],
+        on_finished: Callable[[Sequence[int]], None],
+        on_events: Callable[[], None],
+    ) -> bool:
+        return False  # like SQLite: other runtimes' work is found by polling
+
+    async def migrate(self) -> list[int]:
+        return []  # no schema, nothing to connect to
+
+    async def open(self) -> None:
+        self._opened += 1
+
+    async def close(self) -> None:
+        self._opened = max(self._opened - 1, 0)  # the jobs stay: a test may open the store again
+
+    async def _begin(self, conn: Any = None) -> float:
+        """Every call starts here: refuse a closed store or a foreign connection, let other tasks
+        run once (a real store awaits I/O here), then return the call's time."""
+        if conn is not None:
+            raise ConfigError("conn=... (enqueue inside your own transaction) needs the PostgreSQL store")
+        if not self._opened:
+            raise StoreUnavailable(f"store {self!r} is not open")
+        await asyncio.sleep(0)
+        return self._clock()
+
+    def _make_runnable(self, job: _Job) -> None:
+        heapq.heappush(self._runnable.setdefault(job.queue, []), (job.run_at, job.id))
+
+    def _insert(self, job: NewJob, *, now: float, event_id: int | None = None) -> int:
+        job_id = next(self._job_ids)
+        row = _Job(
+            id=job_id,
+            queue=job.queue,
+            kind=job.kind,
+            args_json=job.args_json,
+            key=job.key,
+            state=WAITING,
+            max_attempts=job.max_attempts,
+            lease_seconds=job.lease_seconds,
+            run_at=job.run_at,
+            enqueued_at=now,
+            event_id=event_id,
+        )
+        self._jobs[job_id] = row
+        self._make_runnable(row)
+        if event_id is not None:
+            self._from_events.add((event_id, job.kind))
+        return job_id
+
+    def _unlease(self, job: _Job) -> None:
+        job.lease_until = None
+        job.worker_id = None
+        self._running.discard(job.id)
+
+    def _held(self, job_id: int, token: int) -> _Job | None:
+        """The job when ``token`` is its current claim and it is still running."""
+        job = self._jobs.get(job_id)
+        return job if job is not None and job.claims == token and job.state == RUNNING else None
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
+        now = await self._begin(conn)
+        return [self._insert(job, now=now) for job in jobs]
+
+    async def claim(self, queue: str, limit: int, worker_id: str) -> list[ClaimedJob]:
+        if limit < 1:
+            return []
+        now = await self._begin()
+        heap = self._runnable.get(queue, [])
+        claimed: list[ClaimedJob] = []
+        while heap and len(claimed) < limit and heap[0][0] <= now:
+            run_at, job_id = heapq.heappop(heap)
+            job = self._jobs.get(job_id)
+            if job is None or job.state not in _RUNNABLE or job.run_at != run_at:
+                continue  # a stale entry
+            job.state = RUNNING
+            job.attempt += 1
+            job.claims += 1
+            job.worker_id = worker_id
+            job.started_at = now
+            job.lease_until = now + job.lease_seconds
+            self._running.add(job_id)
+            claimed.append(
+                ClaimedJob(
+                    id=job.id,
+                    queue=queue,
+                    kind=job.kind,
+                    args_json=job.args_json,
+                    key=job.key,
+                    attempt=job.attempt,
+                    max_attempts=job.max_attempts,
+                    token=job.claims,
+                    enqueued_at=job.enqueued_at,
+                    run_at=job.run_at,
+                )
+            )
+        return claimed
+
+    async def complete(self, completions: Sequence[Completion]) -> None:
+        if not completions:
+            return
+        now = await self._begin()
+        for completion in completions:
+            # Like the SQL stores: the current claim settles its job in any state but done (a job
+            # rescued but not yet re-claimed still takes its late result).
+            job = self._jobs.get(completion.job_id)
+            if job is None or job.claims != completion.token or job.state == DONE:
+                continue
+            job.state = DONE
+            job.result_json = completion.result_json
+            job.finished_at = now
+            self._unlease(job)
+
+    async def fail(self, job_id: int, token: int, *, error: str, traceback: str | None, retry_at: float | None) -> None:
+        now = await self._begin()
+        job = self._held(job_id, token)
+        if job is None:
+            return
+        final = retry_at is None
+        job.state = FAILED if final else RETRYING
+        job.run_at = now if retry_at is None else retry_at
+        job.last_error = error
+        job.last_traceback = traceback
+        job.finished_at = now if final else None
+        self._unlease(job)
+        if not final:
+            self._make_runnable(job)
+
+    async def _unclaim(self, job_id: int, token: int, seconds: float) -> None:
+        now = await self._begin()
+        job = self._held(job_id, token)
+        if job is None:
+            return
+        job.state = WAITING
+        job.attempt = max(job.attempt - 1, 0)  # the claim's attempt is refunded: it never ran to an outcome
+        job.run_at = now + seconds
+        self._unlease(job)
+        self._make_runnable(job)
+
+    async def snooze(self, job_id: int, token: int, *, seconds: float) -> None:
+        await self._unclaim(job_id, token, seconds)
+
+    async def release(self, job_id: int, token: int) -> None:
+        await self._unclaim(job_id, token, 0.0)
+
+    async def rescue_expired(self) -> int:
+        now = await self._begin()
+        expired = [
+            job
+            for job in map(self._jobs.__getitem__, self._running)
+            if job.lease_until is not None and job.lease_until < now
+        ]
+        for job in expired:
+            final = job.attempt >= job.max_attempts
+            job.state = FAILED if final else RETRYING
+            job.finished_at = now if final else None
+            job.run_at = now
+            job.last_error = rescue_error(job.worker_id, job.attempt)
+            job.last_traceback = None
+            self._unlease(job)
+            if not final:
+                self._make_runnable(job)
+        return len(expired)
+
+    # -- key leases -----------------------------------------------------------------------------
+
+    async def acquire_key_lease(self, queue: str, key: str, *, holder: int, limit: int, seconds: float) -> bool:
+        now = await self._begin()
+        for slot in range(limit):
+            lease = self._key_leases.get((queue, key, slot))
+            if lease is None or lease.busy_until < now or lease.holder == holder:
+                self._key_leases[queue, key, slot] = _KeyLease(holder=holder, busy_until=now + seconds)
+                return True
+        return False
+
+    async def release_key_lease(self, queue: str, key: str, *, holder: int) -> None:
+        await self._begin()
+        held = [
+            slot
+            for slot, lease in self._key_leases.items()
+            if slot[0] == queue and slot[1] == key and lease.holder == holder
+        ]
+        for slot in held:
+            del self._key_leases[slot]
+
+    # -- events ---------------------------------------------------------------------------------
+
+    async def publish(self, topic: str, payload_json: str, *, conn: Any = None) -> int:
+        await self._begin(conn)
+        event_id = next(self._event_ids)
+        self._events[event_id] = (topic, payload_json)
+        return event_id
+
+    async def relay(self, routes: Mapping[str, Sequence[Route]], *, limit: int) -> RelayPass:
+        now = await self._begin()
+        taken = list(itertools.islice(self._events.items(), max(limit, 0)))
+        created = 0
+        for job in routed_jobs([(event_id, topic, payload) for event_id, (topic, payload) in taken], routes):
+            if (job.event_id, job.route.kind) in self._from_events:
+                continue  # this event already made a job of this kind
+            new = NewJob(
+                queue=job.route.queue,
+                kind=job.route.kind,
+                args_json=job.payload_json,
+                key=None,
+                run_at=now,
+                max_attempts=job.route.max_attempts,
+                lease_seconds=job.route.lease_seconds,
+            )
+            self._insert(new, now=now, event_id=job.event_id)
+            created += 1
+        for event_id, _ in taken:
+            del self._events[event_id]
+        return RelayPass(events=len(taken), jobs=created)
+
+    async def schedule_periodic(self, specs: Sequence[PeriodicSpec]) -> list[int]:
+        if not specs:
+            return []
+        now = await self._begin()
+        ids: list[int] = []
+        for spec in specs:
+            next_run = self._periodic.get(spec.kind)
+            due = spec.run_on_start if next_run is None else next_run <= now
+            if next_run is None or due:
+                self._periodic[spec.kind] = now + spec.every
+            if due:
+                new = NewJob(
+                    queue=spec.queue,
+                    kind=spec.kind,
+                    args_json="{}",
+                    key=None,
+                    run_at=now,
+                    max_attempts=spec.max_attempts,
+                    lease_seconds=spec.lease_seconds,
+                )
+                ids.append(self._insert(new, now=now))
+        return ids
+
+    # -- inspection -----------------------------------------------------------------------------
+
+    async def counts(self) -> dict[str, QueueCounts]:
+        await self._begin()
+        per_state = collections.Counter((job.queue, job.state) for job in self._jobs.values())
+        return queue_counts((queue, state, count) for (queue, state), count in per_state.items())
+
+    async def failed(self, *, limit: int = 50) -> list[FailedJob]:
+        await self._begin()
+        failed = [job for job in self._jobs.values() if job.state == FAILED]
+        failed.sort(key=lambda job: (job.finished_at or 0.0, job.id), reverse=True)
+        return [
+            FailedJob(
+                id=job.id,
+                queue=job.queue,
+                kind=job.kind,
+                args_json=job.args_json,
+                attempt=job.attempt,
+                max_attempts=job.max_attempts,
+                error=job.last_error,
+                traceback=job.last_traceback,
+                finished_at=job.finished_at,
+            )
+            for job in failed[: max(limit, 0)]
+        ]
+
+    async def job_states(self, job_ids: Sequence[int]) -> dict[int, JobState]:
+        await self._begin()
+        found = (self._jobs.get(job_id) for job_id in job_ids)
+        return {
+            job.id: JobState(
+                id=job.id, queue=job.queue, state=job.state, result_json=job.result_json, error=job.last_error
+            )
+            for job in found
+            if job is not None
+        }
+
+    async def prune_done(self, *, older_than: float) -> int:
+        now = await self._begin()
+        cutoff = now - older_than
+        old = [
+            job
+            for job in self._jobs.values()
+            if job.state == DONE and job.finished_at is not None and job.finished_at < cutoff
+        ]
+        for job in old:
+            del self._jobs[job.id]
+            if job.event_id is not None:
+                self._from_events.discard((job.event_id, job.kind))
+        return len(old)

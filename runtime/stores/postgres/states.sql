@@ -1,0 +1,1 @@
+SELECT id, queue, state, result::text, last_error FROM {jobs} WHERE id = ANY(%s::bigint[])

@@ -1,0 +1,1 @@
+SELECT queue, state, COUNT(*) FROM corral_jobs GROUP BY queue, state;

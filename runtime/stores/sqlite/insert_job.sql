@@ -1,0 +1,2 @@
+INSERT INTO corral_jobs (queue, kind, args, key, state, max_attempts, lease_seconds, run_at, enqueued_at, event_id)
+VALUES (?, ?, ?, ?, 'waiting', ?, ?, ?, ?, ?);

@@ -1,0 +1,1 @@
+DELETE FROM corral_key_leases WHERE queue = ? AND key = ? AND holder = ?;

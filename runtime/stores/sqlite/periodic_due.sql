@@ -1,0 +1,1 @@
+UPDATE corral_periodic SET next_run = ? WHERE kind = ?;

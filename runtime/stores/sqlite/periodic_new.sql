@@ -1,0 +1,1 @@
+INSERT INTO corral_periodic (kind, next_run) VALUES (?, ?);

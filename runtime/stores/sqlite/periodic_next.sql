@@ -1,0 +1,1 @@
+SELECT next_run FROM corral_periodic WHERE kind = ?;

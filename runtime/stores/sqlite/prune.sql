@@ -1,0 +1,1 @@
+DELETE FROM corral_jobs WHERE state = ? AND finished_at < ?;

@@ -1,0 +1,1 @@
+INSERT INTO corral_events (topic, payload, created_at) VALUES (?, ?, ?);

@@ -1,0 +1,1 @@
+INSERT INTO corral_schema_version (version, applied_at) VALUES (?, ?);

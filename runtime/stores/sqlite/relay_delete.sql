@@ -1,0 +1,1 @@
+DELETE FROM corral_events WHERE id = ?;

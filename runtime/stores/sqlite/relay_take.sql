@@ -1,0 +1,1 @@
+SELECT id, topic, payload FROM corral_events ORDER BY id LIMIT ?;

@@ -1,0 +1,425 @@
+"""The Store protocol's conformance suite: one set of tests every store must pass, called through the protocol.
+
+Each test runs on a fresh SQLite file, on a fresh schema of the throwaway PostgreSQL server and on
+the in-memory store. What the runtime tests check through a Runtime, this checks store call by
+store call: claim order and limits, tokens that refuse stale settlements, leases and their rescue,
+key leases, the relay, periodic scheduling, inspection and pruning. Times are real (PostgreSQL
+uses the server's clock), so the waits past a lease or a period are short and generous.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from corral.runtime import ConfigError
+from corral.runtime.stores.memory import MemoryStore
+from corral.runtime.stores.postgres import PostgresStore
+from corral.runtime.stores.protocol import (
+    Completion,
+    NewJob,
+    PeriodicSpec,
+    QueueCounts,
+    RelayPass,
+    Route,
+    Store,
+    rescue_error,
+)
+from corral.runtime.stores.sqlite import SqliteStore
+
+StoreFactory = Callable[[], Store]
+Scenario = Callable[[Store], Awaitable[None]]
+
+SHORT = 0.05  # a lease or a period that the test then waits out
+PAST_SHORT = 0.25  # comfortably past SHORT, even on a loaded machine
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "memory"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
+    """How to build the store under test (inside the test's event loop: a pool belongs to its loop)."""
+    if request.param == "sqlite":
+        return lambda: SqliteStore(path=tmp_path / "jobs.db")
+    if request.param == "postgresql":
+        url = request.getfixturevalue("pg").url
+        return lambda: PostgresStore(url, max_size=4, min_size=1)
+    return MemoryStore
+
+
+def drive(make_store: StoreFactory, scenario: Scenario) -> None:
+    async def main() -> None:
+        store = make_store()
+        await store.migrate()
+        await store.open()
+        try:
+            await scenario(store)
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
+def new_job(
+    queue: str = "q",
+    *,
+    kind: str = "k",
+    args: object = None,
+    key: str | None = None,
+    delay: float = 0.0,
+    max_attempts: int = 3,
+    lease_seconds: float = 30.0,
+) -> NewJob:
+    return NewJob(
+        queue=queue,
+        kind=kind,
+        args_json=json.dumps({} if args is None else args),
+        key=key,
+        run_at=time.time() + delay,
+        max_attempts=max_attempts,
+        lease_seconds=lease_seconds,
+    )
+
+
+async def state_of(store: Store, job_id: int) -> str:
+    return (await store.job_states([job_id]))[job_id].state
+
+
+# -- enqueue and claim ----------------------------------------------------------------------------
+
+
+def test_enqueue_returns_ids_in_order_and_claim_takes_the_oldest_run_at_first(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        assert await store.enqueue([]) == []
+        ids = await store.enqueue(
+            [new_job(args={"n": 0}, delay=-1), new_job(args={"n": 1}, delay=-3, key="a"), new_job(delay=-2)]
+        )
+        assert ids == sorted(ids) and len(set(ids)) == 3
+        (later,) = await store.enqueue([new_job(delay=-2)])
+        assert later > ids[-1]
+        assert await store.claim("q", 0, "w") == []
+        first = await store.claim("q", 2, "w")
+        assert [job.id for job in first] == [ids[1], ids[2]]  # by run_at, then id
+        job = first[0]
+        assert (job.queue, job.kind, job.key, job.attempt, job.max_attempts) == ("q", "k", "a", 1, 3)
+        assert json.loads(job.args_json) == {"n": 1}
+        assert job.run_at < job.enqueued_at
+        rest = await store.claim("q", 10, "w")
+        assert [job.id for job in rest] == [later, ids[0]]
+        assert await store.claim("q", 10, "w") == []
+        assert (await store.counts())["q"] == QueueCounts(running=4)
+
+    drive(make_store, scenario)
+
+
+def test_claim_sees_only_its_queue_and_jobs_already_due(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        (due, other, future) = await store.enqueue([new_job(), new_job("other"), new_job(delay=60)])
+        assert [job.id for job in await store.claim("q", 10, "w")] == [due]
+        assert await store.claim("q", 10, "w") == []
+        assert [job.id for job in await store.claim("other", 10, "w")] == [other]
+        assert await state_of(store, future) == "waiting"
+
+    drive(make_store, scenario)
+
+
+# -- settling a claim -----------------------------------------------------------------------------
+
+
+def test_complete_records_the_result_once_and_only_for_the_current_token(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        first, second = await store.enqueue([new_job(), new_job()])
+        claimed = {job.id: job for job in await store.claim("q", 2, "w")}
+        await store.complete([Completion(first, claimed[first].token + 1, json.dumps("stale"))])
+        assert await state_of(store, first) == "running"
+        await store.complete(
+            [
+                Completion(first, claimed[first].token, json.dumps({"ok": 1})),
+                Completion(second, claimed[second].token, None),
+            ]
+        )
+        await store.complete([Completion(first, claimed[first].token, json.dumps("again"))])  # done stays done
+        states = await store.job_states([first, second, 10**9])
+        assert set(states) == {first, second}
+        assert states[first].state == "done" and json.loads(states[first].result_json or "null") == {"ok": 1}
+        assert (states[second].state, states[second].result_json, states[second].queue) == ("done", None, "q")
+        await store.complete([])
+
+    drive(make_store, scenario)
+
+
+def test_fail_retries_at_retry_at_or_fails_for_good(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        retried, final, soon = await store.enqueue([new_job(), new_job(), new_job()])
+        claimed = {job.id: job for job in await store.claim("q", 3, "w")}
+        await store.fail(retried, claimed[retried].token, error="E: later", traceback="tb", retry_at=time.time() + 60)
+        await store.fail(final, claimed[final].token, error="E: never", traceback=None, retry_at=None)
+        await store.fail(soon, claimed[soon].token, error="E: now", traceback=None, retry_at=time.time() - 1)
+        states = await store.job_states([retried, final, soon])
+        assert {job_id: (s.state, s.error) for job_id, s in states.items()} == {
+            retried: ("retrying", "E: later"),
+            final: ("failed", "E: never"),
+            soon: ("retrying", "E: now"),
+        }
+        (again,) = await store.claim("q", 10, "w")  # the retry due now, not the one due in a minute
+        assert (again.id, again.attempt) == (soon, 2)
+        assert again.token != claimed[soon].token
+        (failed,) = await store.failed()
+        assert (failed.id, failed.error, failed.traceback, failed.attempt, failed.max_attempts) == (
+            final,
+            "E: never",
+            None,
+            1,
+            3,
+        )
+        assert failed.finished_at is not None and abs(failed.finished_at - time.time()) < 30
+
+    drive(make_store, scenario)
+
+
+def test_stale_tokens_cannot_fail_snooze_release_or_complete(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        (job_id,) = await store.enqueue([new_job()])
+        (old,) = await store.claim("q", 1, "w")
+        await store.release(job_id, old.token)
+        (new,) = await store.claim("q", 1, "w2")
+        assert new.token != old.token
+        await store.fail(job_id, old.token, error="stale", traceback=None, retry_at=None)
+        await store.snooze(job_id, old.token, seconds=60)
+        await store.release(job_id, old.token)
+        await store.complete([Completion(job_id, old.token, json.dumps("stale"))])
+        state = (await store.job_states([job_id]))[job_id]
+        assert (state.state, state.error, state.result_json) == ("running", None, None)
+        assert await store.claim("q", 1, "w3") == []  # still held by the current claim
+        await store.complete([Completion(job_id, new.token, json.dumps("fresh"))])
+        state = (await store.job_states([job_id]))[job_id]
+        assert (state.state, json.loads(state.result_json or "null")) == ("done", "fresh")
+        await store.release(job_id, new.token)  # a settled job is not put back
+        assert await state_of(store, job_id) == "done"
+
+    drive(make_store, scenario)
+
+
+def test_snooze_and_release_refund_the_attempt(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        snoozed, released = await store.enqueue([new_job(), new_job()])
+        claimed = {job.id: job for job in await store.claim("q", 2, "w")}
+        await store.snooze(snoozed, claimed[snoozed].token, seconds=60)
+        await store.release(released, claimed[released].token)
+        assert {s.state for s in (await store.job_states([snoozed, released])).values()} == {"waiting"}
+        (again,) = await store.claim("q", 10, "w")  # the snoozed job waits its minute
+        assert (again.id, again.attempt) == (released, 1)
+        (job_id,) = await store.enqueue([new_job()])
+        (short,) = await store.claim("q", 1, "w")
+        await store.snooze(job_id, short.token, seconds=SHORT)
+        assert await store.claim("q", 1, "w") == []
+        await asyncio.sleep(PAST_SHORT)
+        (woken,) = await store.claim("q", 1, "w")
+        assert (woken.id, woken.attempt) == (job_id, 1)
+
+    drive(make_store, scenario)
+
+
+# -- leases and rescue ----------------------------------------------------------------------------
+
+
+def test_rescue_makes_expired_leases_retryable_or_failed(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        retried, out_of_attempts = await store.enqueue(
+            [new_job(lease_seconds=SHORT, max_attempts=2), new_job(lease_seconds=SHORT, max_attempts=1)]
+        )
+        (kept,) = await store.enqueue([new_job(lease_seconds=60)])
+        claimed = {job.id: job for job in await store.claim("q", 3, "worker-7")}
+        assert await store.rescue_expired() == 0
+        await asyncio.sleep(PAST_SHORT)
+        assert await store.rescue_expired() == 2
+        assert await store.rescue_expired() == 0
+        states = await store.job_states([retried, out_of_attempts, kept])
+        lost = rescue_error("worker-7", 1)
+        assert lost == "lease expired: the worker worker-7 was lost while running attempt 1"
+        assert {job_id: (s.state, s.error) for job_id, s in states.items()} == {
+            retried: ("retrying", lost),
+            out_of_attempts: ("failed", lost),
+            kept: ("running", None),
+        }
+        assert [f.id for f in await store.failed()] == [out_of_attempts]
+        # the lost worker can no longer fail or put back its attempt; the rescued job runs again
+        await store.fail(retried, claimed[retried].token, error="late", traceback=None, retry_at=None)
+        await store.release(retried, claimed[retried].token)
+        assert await state_of(store, retried) == "retrying"
+        (again,) = await store.claim("q", 10, "w2")
+        assert (again.id, again.attempt) == (retried, 2)
+
+    drive(make_store, scenario)
+
+
+def test_a_late_result_of_a_rescued_job_counts_until_it_is_claimed_again(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        late, reclaimed = await store.enqueue([new_job(lease_seconds=SHORT), new_job(lease_seconds=SHORT)])
+        claimed = {job.id: job for job in await store.claim("q", 2, "w")}
+        await asyncio.sleep(PAST_SHORT)
+        assert await store.rescue_expired() == 2
+        await store.complete([Completion(late, claimed[late].token, json.dumps(1))])
+        assert await state_of(store, late) == "done"
+        (again,) = await store.claim("q", 10, "w2")
+        assert again.id == reclaimed
+        await store.complete([Completion(reclaimed, claimed[reclaimed].token, json.dumps("stale"))])
+        assert await state_of(store, reclaimed) == "running"  # it belongs to its new holder
+
+    drive(make_store, scenario)
+
+
+# -- key leases -----------------------------------------------------------------------------------
+
+
+def test_key_lease_slots_renewal_and_release_by_the_holder_only(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        assert await store.acquire_key_lease("q", "ep", holder=1, limit=2, seconds=60)
+        assert await store.acquire_key_lease("q", "ep", holder=2, limit=2, seconds=60)
+        assert not await store.acquire_key_lease("q", "ep", holder=3, limit=2, seconds=60)
+        assert await store.acquire_key_lease("q", "ep", holder=1, limit=2, seconds=60)  # its own slot: renewed
+        assert await store.acquire_key_lease("q", "other", holder=3, limit=2, seconds=60)  # keys are apart
+        assert await store.acquire_key_lease("q2", "ep", holder=3, limit=1, seconds=60)  # so are queues
+        await store.release_key_lease("q", "ep", holder=3)  # holds no slot of this key: nothing happens
+        assert not await store.acquire_key_lease("q", "ep", holder=4, limit=2, seconds=60)
+        await store.release_key_lease("q", "ep", holder=1)
+        assert await store.acquire_key_lease("q", "ep", holder=4, limit=2, seconds=60)
+        assert not await store.acquire_key_lease("q", "ep", holder=5, limit=2, seconds=60)
+
+    drive(make_store, scenario)
+
+
+def test_an_expired_key_lease_is_free_again(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        assert await store.acquire_key_lease("q", "ep", holder=1, limit=1, seconds=SHORT)
+        assert not await store.acquire_key_lease("q", "ep", holder=2, limit=1, seconds=60)
+        await asyncio.sleep(PAST_SHORT)
+        assert await store.acquire_key_lease("q", "ep", holder=2, limit=1, seconds=60)
+        assert not await store.acquire_key_lease("q", "ep", holder=1, limit=1, seconds=60)
+
+    drive(make_store, scenario)
+
+
+# -- events ---------------------------------------------------------------------------------------
+
+
+def test_relay_routes_each_event_to_every_subscribed_kind_exactly_once(make_store: StoreFactory) -> None:
+    routes = {
+        "note.created": [Route(kind="index", queue="q1", max_attempts=4, lease_seconds=30.0)],
+        "note.deleted": [
+            Route(kind="index.drop", queue="q1", max_attempts=2, lease_seconds=30.0),
+            Route(kind="notify", queue="q2", max_attempts=5, lease_seconds=30.0),
+        ],
+    }
+
+    async def scenario(store: Store) -> None:
+        assert await store.relay(routes, limit=10) == RelayPass(events=0, jobs=0)
+        published = [
+            await store.publish("note.created", json.dumps({"id": 1})),
+            await store.publish("nobody.listens", json.dumps({})),
+            await store.publish("note.deleted", json.dumps({"id": 2})),
+        ]
+        assert published == sorted(published)
+        assert await store.relay(routes, limit=2) == RelayPass(events=2, jobs=1)  # oldest first
+        assert await store.relay(routes, limit=10) == RelayPass(events=1, jobs=2)
+        assert await store.relay(routes, limit=10) == RelayPass(events=0, jobs=0)
+        assert await store.counts() == {"q1": QueueCounts(waiting=2), "q2": QueueCounts(waiting=1)}
+        q1 = await store.claim("q1", 10, "w")
+        assert [(job.kind, json.loads(job.args_json), job.max_attempts, job.key) for job in q1] == [
+            ("index", {"id": 1}, 4, None),
+            ("index.drop", {"id": 2}, 2, None),
+        ]
+        (q2,) = await store.claim("q2", 10, "w")
+        assert (q2.kind, json.loads(q2.args_json), q2.max_attempts) == ("notify", {"id": 2}, 5)
+
+    drive(make_store, scenario)
+
+
+def test_conn_is_for_the_postgresql_store_only(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        with pytest.raises(ConfigError):
+            await store.enqueue([new_job()], conn=object())
+        with pytest.raises(ConfigError):
+            await store.publish("t", "{}", conn=object())
+        assert await store.counts() == {}
+
+    drive(make_store, scenario)
+
+
+# -- periodic jobs --------------------------------------------------------------------------------
+
+
+def test_periodic_kinds_are_enqueued_once_per_period(make_store: StoreFactory) -> None:
+    specs = [
+        PeriodicSpec(kind="tick", queue="p", every=SHORT, max_attempts=2, lease_seconds=30.0, run_on_start=True),
+        PeriodicSpec(kind="tock", queue="p", every=SHORT, max_attempts=2, lease_seconds=30.0, run_on_start=False),
+        PeriodicSpec(kind="hourly", queue="p", every=3600, max_attempts=2, lease_seconds=30.0, run_on_start=False),
+    ]
+
+    async def scenario(store: Store) -> None:
+        assert await store.schedule_periodic([]) == []
+        first = await store.schedule_periodic(specs)
+        assert len(first) == 1  # only the kind that runs on start
+        assert await store.schedule_periodic(specs) == []  # not due again yet
+        await asyncio.sleep(PAST_SHORT)
+        together = await asyncio.gather(store.schedule_periodic(specs), store.schedule_periodic(specs))
+        assert sorted(len(ids) for ids in together) == [0, 2]  # due once, whoever asks
+        jobs = await store.claim("p", 10, "w")
+        assert sorted(job.kind for job in jobs) == ["tick", "tick", "tock"]
+        assert [(json.loads(job.args_json), job.max_attempts, job.key) for job in jobs] == [({}, 2, None)] * 3
+
+    drive(make_store, scenario)
+
+
+# -- inspection and pruning -----------------------------------------------------------------------
+
+
+def test_counts_failed_and_job_states(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        assert await store.counts() == {}
+        assert await store.failed() == []
+        assert await store.job_states([]) == {}
+        ids = await store.enqueue([new_job("a", args={"i": i}) for i in range(5)] + [new_job("b", delay=60)])
+        claimed = await store.claim("a", 4, "w")
+        await store.complete([Completion(claimed[0].id, claimed[0].token, "1")])
+        for job in claimed[1:3]:
+            await store.fail(job.id, job.token, error=f"E{job.id}", traceback=None, retry_at=None)
+        await store.fail(claimed[3].id, claimed[3].token, error="later", traceback=None, retry_at=time.time() + 60)
+        assert await store.counts() == {
+            "a": QueueCounts(waiting=1, retrying=1, failed=2, done=1),
+            "b": QueueCounts(waiting=1),
+        }
+        failed = await store.failed()
+        assert [f.id for f in failed] == [claimed[2].id, claimed[1].id]  # the latest first
+        assert [json.loads(f.args_json) for f in failed] == [{"i": 2}, {"i": 1}]
+        assert [f.queue for f in failed] == ["a", "a"]
+        assert [f.id for f in await store.failed(limit=1)] == [claimed[2].id]
+        states = await store.job_states(ids)
+        assert [states[job_id].state for job_id in ids] == [
+            "done",
+            "failed",
+            "failed",
+            "retrying",
+            "waiting",
+            "waiting",
+        ]
+        assert [states[job_id].queue for job_id in ids] == ["a"] * 5 + ["b"]
+
+    drive(make_store, scenario)
+
+
+def test_prune_done_deletes_only_done_jobs_older_than_asked(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        done, failed, waiting = await store.enqueue([new_job(), new_job(), new_job(delay=60)])
+        claimed = {job.id: job for job in await store.claim("q", 2, "w")}
+        await store.complete([Completion(done, claimed[done].token, None)])
+        await store.fail(failed, claimed[failed].token, error="E", traceback=None, retry_at=None)
+        await asyncio.sleep(PAST_SHORT)
+        assert await store.prune_done(older_than=3600) == 0
+        assert await store.prune_done(older_than=SHORT) == 1
+        assert set(await store.job_states([done, failed, waiting])) == {failed, waiting}
+        assert await store.prune_done(older_than=0) == 0
+
+    drive(make_store, scenario)
