@@ -33,7 +33,6 @@ from corral.runtime.errors import (
     ConfigError,
     CorralRuntimeError,
     JobArgumentError,
-    StoreUnavailable,
     UnknownJobKind,
 )
 from corral.runtime.executor import JobExecutor
