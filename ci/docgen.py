@@ -27,6 +27,9 @@ DOCS = REPO / "docs"
 BEGIN = "<!-- generated: begin -->"
 END = "<!-- generated: end -->"
 NOTICE = "<!-- This part is generated from the code by ci/docs: edit the code, then run ci/docs. -->"
+# The rules' examples are shown exactly as their tests run them; `ruff format` (which formats Python blocks in
+# Markdown) leaves a region between these alone.
+FORMAT_OFF, FORMAT_ON = "<!-- fmt: off -->", "<!-- fmt: on -->"
 
 # What each `[tool.corral]` key is for. The config declares each key's type and default but no description;
 # a key the config gains without one here (or one listed here that the config lost) fails tests/gates/test_docs.py.
@@ -115,7 +118,7 @@ def _example(source: str) -> str:
     return "```python\n" + textwrap.dedent(source).strip("\n") + "\n```"
 
 
-def _anchor(heading: str) -> str:
+def anchor(heading: str) -> str:
     """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
     return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
 
@@ -131,7 +134,7 @@ def render_family(family: str, codes: Mapping[str, str], engine_codes: Mapping[s
         if code in engine_codes:
             by = "the engine"
         elif code in owner:
-            by = f"[`{owner[code]}`](#{_anchor(owner[code])})"
+            by = f"[`{owner[code]}`](#{anchor(owner[code])})"
         else:
             raise ValueError(f"{code} is in CODES but no rule in RULES reports it")
         lines.append(f"| {code} | {_cell(summary)} | {by} |")
@@ -223,7 +226,7 @@ def fill(page: str, generated: str, where: Path) -> str:
     start, end = page.find(BEGIN), page.find(END)
     if start < 0 or end < start:
         raise ValueError(f"{where}: no {BEGIN} ... {END} markers to write the generated part between")
-    return f"{page[:start]}{BEGIN}\n{NOTICE}\n\n{generated}\n\n{page[end:]}"
+    return f"{page[:start]}{BEGIN}\n{NOTICE}\n{FORMAT_OFF}\n\n{generated}\n\n{FORMAT_ON}\n{page[end:]}"
 
 
 def expected_pages() -> dict[Path, str]:
