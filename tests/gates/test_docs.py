@@ -3,7 +3,9 @@ README keeps the two set-up commands a newcomer runs."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +26,13 @@ HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 def test_generated_pages_are_current() -> None:
     stale = [str(path.relative_to(REPO)) for path in docgen.stale_pages()]
     assert not stale, f"stale generated docs {stale}: run `.venv/bin/python ci/docs` and commit the result"
+
+
+def test_ci_docs_check_agrees() -> None:
+    script = REPO / "ci" / "docs"
+    assert os.access(script, os.X_OK), "ci/docs must be executable"
+    completed = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
 
 
 def test_every_config_key_has_a_meaning() -> None:
@@ -69,7 +78,7 @@ def test_relative_links_resolve(page: Path) -> None:
 
 
 def test_readme_keeps_the_two_set_up_commands_in_one_block() -> None:
-    blocks = [block for block in re.findall(r"^```sh\n(.*?)^```", (REPO / "README.md").read_text("utf-8"), re.M | re.S)]
+    blocks = re.findall(r"^```sh\n(.*?)^```", (REPO / "README.md").read_text("utf-8"), re.M | re.S)
     commands = [[line.split()[0] for line in block.splitlines() if line.startswith("ci/")] for block in blocks]
     assert ["ci/example", "ci/test"] in commands
     assert [command for block in commands for command in block] == ["ci/example", "ci/test"]
