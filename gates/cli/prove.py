@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from corral.gates.config import Config, load_config
 from corral.gates.engine.run import CheckResult, check_paths
+from corral.gates.frameworks import FRAMEWORKS
 from corral.gates.source.discovery import SKIPPED_DIRS
 
 MARK = "  # planted by corral prove"
@@ -92,12 +93,9 @@ def plant_call_in_transaction(scratch: Scratch) -> Plant | None:
     return _append(scratch, relpath, lines, 5)._replace(family="CRL4")
 
 
-# Decorators that declare a job kind with its hard limit turned off, by framework.
+# What follows a framework's decorator to declare a job kind with its hard limit turned off, by framework.
 _NO_LIMIT = {
-    "corral": '("corral-prove.no-timeout", timeout=0)',
-    "celery": "(time_limit=0)",
-    "dramatiq": "(time_limit=0)",
-    "rq": '("default", timeout=-1)',
+    framework.name: framework.no_limit_arguments for framework in FRAMEWORKS if framework.no_limit_arguments is not None
 }
 _DECORATOR = re.compile(r"@([A-Za-z_][\w.]*)")
 
