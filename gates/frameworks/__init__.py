@@ -3,8 +3,8 @@
 One place answers "what job kinds does this file declare, and what hard timeout provably applies?" for
 the CRL2 rules, the `jobs` report, `corral prove` and `corral fix`. Each framework module holds one
 `Framework` (see `base.py`) named `FRAMEWORK`; `walk.py` walks a module and hands each its nodes. The order
-of `FRAMEWORKS` is the order of the CRL2 codes (`corral` gives CRL201, `celery` CRL202, the rest CRL203)
-and of the prefilter's words.
+of `FRAMEWORKS` is the order of the CRL2 rule's codes, examples and prefilter words, and where two
+frameworks claim the same node, the first listed reads it.
 """
 
 from __future__ import annotations

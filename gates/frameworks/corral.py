@@ -1,5 +1,6 @@
 """corral's own runtime as a CRL2 framework: `@queue.job("kind", timeout=...)` / `@queue.periodic(...)`, else
-the `Queue(..., timeout=...)` the kind inherits, as `corral.runtime` itself decides.
+the `Queue(..., timeout=...)` the kind inherits, as `corral.runtime` itself decides. A zero, negative or
+infinite timeout is no limit; `None` (or none given) on the job means the queue's.
 
 The gate may not import the runtime (only its budget arithmetic), so the runtime's names and keywords are
 written here and tests/gates/test_runtime_api_pins.py pins each of them to `corral.runtime`.

@@ -1,7 +1,8 @@
 """SAQ as a CRL2 framework: the `"functions"` of a settings dict, and `CronJob(function, timeout=...)`.
 
 SAQ sets a job's timeout where it is enqueued, so a declared function can only rely on SAQ's documented
-default (10 s); a `CronJob` may give its own. Strict mode demands an explicit timeout.
+default (10 s); a `CronJob` may give its own (zero or negative turns it off). Strict mode demands an
+explicit timeout.
 """
 
 from __future__ import annotations

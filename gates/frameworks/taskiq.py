@@ -1,7 +1,7 @@
 """taskiq as a CRL2 framework: `@broker.task(timeout=...)` on a broker any taskiq package made.
 
 taskiq has no default time limit, and it can interrupt only an `async def` task, so a kind passes only
-with a positive `timeout=` on a coroutine function.
+with a positive `timeout=` on a coroutine function (none, `None`, zero or negative is no limit).
 """
 
 from __future__ import annotations
