@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from corral.gates.config import Config
 from corral.gates.engine.run import check_source
+from corral.gates.frameworks import FRAMEWORKS
+from corral.gates.frameworks.base import DEFAULT
 from expectations import FIXTURES, example_source, expected_findings
 
 FIXTURE_FILES = sorted((FIXTURES / "crl2").glob("*.py"))
@@ -24,12 +26,24 @@ def test_infra_and_tests_are_exempt(fixture: Path) -> None:
         assert check_source(relpath, fixture.read_bytes(), CONFIG).findings == ()
 
 
-@pytest.mark.parametrize(
-    ("fixture", "defaults"),
-    [("dramatiq_actors", {7}), ("rq_jobs", {8}), ("arq_worker", {22, 23}), ("saq_worker", {17})],
-)
+# The lines of each fixture where a framework's default limit applies, for every framework with one.
+DEFAULTS = {"dramatiq_actors": {7}, "rq_jobs": {8}, "arq_worker": {22, 23}, "saq_worker": {17}}
+
+
+def test_every_framework_default_is_exercised() -> None:
+    with_default = {framework.name for framework in FRAMEWORKS if framework.default_limit is not None}
+    exercised = set()
+    for fixture in DEFAULTS:
+        facts = check_source(f"app/{fixture}.py", (FIXTURES / "crl2" / f"{fixture}.py").read_bytes(), CONFIG).facts
+        exercised |= {fact["framework"] for fact in facts["jobs"] if fact["source"] == DEFAULT}
+    assert exercised == with_default
+
+
+@pytest.mark.parametrize(("fixture", "defaults"), sorted(DEFAULTS.items()))
 def test_strict_mode_rejects_framework_defaults(fixture: str, defaults: set[int]) -> None:
     source = (FIXTURES / "crl2" / f"{fixture}.py").read_text()
+    lenient = check_source(f"app/{fixture}.py", source.encode(), CONFIG)
+    assert {fact["line"] for fact in lenient.facts["jobs"] if fact["source"] == DEFAULT} == defaults
     strict = check_source(f"app/{fixture}.py", source.encode(), CONFIG._replace(strict=True))
     found = {(finding.line, finding.code) for finding in strict.findings}
     assert found == expected_findings(source) | {(line, "CRL203") for line in defaults}
