@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 import re
@@ -96,3 +97,38 @@ def test_what_prove_plants_fails_with_the_framework_code_and_fix_mends_it(framew
     assert {finding.line for finding in check_source("app/a.py", fixed.encode(), CONFIG).findings} <= {
         at for at, _, _ in found if at != line
     }
+
+
+GATES = Path(package.__file__).resolve().parents[1]
+
+
+def _strings(tree: ast.Module) -> list[tuple[int, str]]:
+    """The string and bytes constants of a module that are no docstring, with their lines."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)) and id(node) not in docstrings:
+            text = node.value.decode("latin-1") if isinstance(node.value, bytes) else node.value
+            found.append((node.lineno, text))
+    return found
+
+
+def test_a_framework_api_string_lives_in_its_own_module_only() -> None:
+    # corral's own names are also the CRL3 rule's (pinned to the runtime by test_runtime_api_pins.py).
+    others = [framework.name for framework in FRAMEWORKS if framework.name != "corral"]
+    pattern = re.compile(rf"\b({'|'.join(map(re.escape, others))})\b", re.IGNORECASE)
+    misplaced = []
+    for path in sorted(GATES.rglob("*.py")):
+        relpath = path.relative_to(GATES).as_posix()
+        for line, text in _strings(ast.parse(path.read_text(encoding="utf-8"))):
+            for match in pattern.finditer(text):
+                if relpath != f"frameworks/{match.group(1).lower()}.py":
+                    misplaced.append(f"{relpath}:{line}: {match.group(1)}")
+    assert not misplaced
