@@ -56,6 +56,20 @@ def test_the_prefilter_admits_the_framework_examples(framework: Framework) -> No
         assert JobTimeouts.might_match(Source(example_source(example).encode()), CONFIG)
 
 
+@pytest.mark.parametrize("framework", FRAMEWORKS, ids=lambda framework: framework.name)
+def test_the_prefilter_words_cover_what_the_framework_claims(framework: Framework) -> None:
+    words = framework.words
+    for name in framework.decorators:
+        assert name.split(".")[0].encode() in words.packages, name
+        assert any(word in name.rpartition(".")[2].encode() for word in words.declaring), name
+    for method in words.methods:
+        assert any(word in method.encode() for word in words.declaring), method
+    # Calls, dict literals and classes can be spelled in any words: a file importing the framework is read.
+    hooks = ("called", "mapping", "class_body")
+    if framework.calls or any(getattr(type(framework), hook) is not getattr(Framework, hook) for hook in hooks):
+        assert words.always_read
+
+
 def test_one_summary_per_code_and_fix_keywords_name_their_own_code() -> None:
     summaries: dict[str, set[str]] = {}
     for framework in FRAMEWORKS:
