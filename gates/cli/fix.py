@@ -1,11 +1,12 @@
-"""`corral fix --add-timeouts SECONDS [PATH...]`: give failing corral and Celery job declarations a limit.
+"""`corral fix --add-timeouts SECONDS [PATH...]`: give failing job declarations a limit, for the frameworks
+that name the keyword to set (`Framework.fix_keyword`).
 
-What to touch is decided by the CRL2 findings themselves (CRL201 on a corral `.job`/`.periodic` call,
-CRL202 on a Celery task decorator), so the fix never disagrees with the gate: a declaration that passes is
-never touched, and a second run finds nothing left to do. The rewrite is libcst's, so formatting and
-comments are kept: `timeout=`/`time_limit=` is added to the declaring call (a bare `@app.task` becomes
-`@app.task(time_limit=N)`), or its `None`/zero/negative value replaced. CRL204 (a value the gate cannot
-read) is left alone: only its author knows what was meant.
+What to touch is decided by the CRL2 findings themselves (a framework's own code, on its declaring
+decorator), so the fix never disagrees with the gate: a declaration that passes is never touched, and a
+second run finds nothing left to do. The rewrite is libcst's, so formatting and comments are kept: the
+keyword is added to the declaring call (a bare `@x.task` becomes `@x.task(keyword=N)`), or its
+`None`/zero/negative value replaced. CRL204 (a value the gate cannot read) is left alone: only its author
+knows what was meant.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import libcst as cst
-from corral.gates.frameworks.jobs import CELERY, CORRAL
+from corral.gates.frameworks import FRAMEWORKS
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-KEYWORDS = {CORRAL: "timeout", CELERY: "time_limit"}
+# The keyword to set, by the code of the findings it fixes.
+KEYWORDS = {framework.code: framework.fix_keyword for framework in FRAMEWORKS if framework.fix_keyword is not None}
 
 
 def fix_source(source: str, targets: dict[tuple[int, int], str], seconds: float) -> str:

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from corral.gates.config import Config, load_config
 from corral.gates.engine.run import CheckResult, check_paths
+from corral.gates.frameworks import BY_NAME
 from corral.gates.source.discovery import SKIPPED_DIRS
 
 MARK = "  # planted by corral prove"
@@ -92,20 +93,15 @@ def plant_call_in_transaction(scratch: Scratch) -> Plant | None:
     return _append(scratch, relpath, lines, 5)._replace(family="CRL4")
 
 
-# Decorators that declare a job kind with its hard limit turned off, by framework.
-_NO_LIMIT = {
-    "corral": '("corral-prove.no-timeout", timeout=0)',
-    "celery": "(time_limit=0)",
-    "dramatiq": "(time_limit=0)",
-    "rq": '("default", timeout=-1)',
-}
 _DECORATOR = re.compile(r"@([A-Za-z_][\w.]*)")
 
 
 def plant_job_without_timeout(scratch: Scratch) -> Plant | None:
-    """Beside a job kind the project declares, one more on the same queue or app with no hard limit."""
+    """Beside a job kind the project declares, one more on the same queue or app with no hard limit: its
+    framework's decorator, copied, with the framework's `no_limit_arguments`."""
     for kind in scratch.baseline.reports.get("jobs", []):
-        arguments = _NO_LIMIT.get(str(kind.get("framework")))
+        framework = BY_NAME.get(str(kind.get("framework")))
+        arguments = framework.no_limit_arguments if framework is not None else None
         path = scratch.root / str(kind.get("path"))
         if arguments is None or not path.is_file():
             continue

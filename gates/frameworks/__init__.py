@@ -1,1 +1,48 @@
-"""The job frameworks CRL2 knows: how each declares a job kind and reads its hard timeout."""
+"""The job frameworks CRL2 knows, one module each, in `FRAMEWORKS`; and `job_kinds`, what a file declares.
+
+One place answers "what job kinds does this file declare, and what hard timeout provably applies?" for
+the CRL2 rules, the `jobs` report, `corral prove` and `corral fix`. Each framework module holds one
+`Framework` (see `base.py`) named `FRAMEWORK`; `walk.py` walks a module and hands each its nodes. The order
+of `FRAMEWORKS` is the order of the CRL2 rule's codes, examples and prefilter words, and where two
+frameworks claim the same node, the first listed reads it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING
+
+from corral.gates.analysis.values import StaticValues
+from corral.gates.frameworks import arq, celery, corral, dramatiq, huey, procrastinate, rq, saq, taskiq
+from corral.gates.frameworks.base import Framework, JobKind
+from corral.gates.frameworks.walk import Dispatch, Finder
+
+if TYPE_CHECKING:
+    from corral.gates.analysis.context import FileContext
+
+FRAMEWORKS: tuple[Framework, ...] = (
+    corral.FRAMEWORK,
+    celery.FRAMEWORK,
+    dramatiq.FRAMEWORK,
+    rq.FRAMEWORK,
+    arq.FRAMEWORK,
+    saq.FRAMEWORK,
+    taskiq.FRAMEWORK,
+    huey.FRAMEWORK,
+    procrastinate.FRAMEWORK,
+)
+BY_NAME = {framework.name: framework for framework in FRAMEWORKS}
+_DISPATCH = Dispatch(FRAMEWORKS)
+
+
+def job_kinds(context: FileContext) -> list[JobKind]:
+    """Every job kind the checked file declares (computed once per file, shared by the CRL2 rules)."""
+    known = _BY_CONTEXT.get(context)
+    if known is None:
+        finder = Finder(StaticValues.of(context), _DISPATCH, strict=context.config.strict)
+        finder.walk(context.tree.body, context.names.root)
+        known = _BY_CONTEXT[context] = finder.kinds
+    return known
+
+
+_BY_CONTEXT: weakref.WeakKeyDictionary[FileContext, list[JobKind]] = weakref.WeakKeyDictionary()

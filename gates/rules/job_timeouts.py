@@ -1,8 +1,9 @@
 """CRL201-CRL204: every job kind has a hard timeout, provable statically as a positive number.
 
-The kinds and their effective timeouts come from `corral.gates.frameworks.jobs` (one place for every framework);
-this rule turns failing kinds into findings on the declaring decorator or call, and records every kind as
-a `jobs` fact for the whole-project report (`corral jobs --static`, the json `jobs` section).
+The kinds and their effective timeouts come from `corral.gates.frameworks` (one module per framework); this
+rule turns failing kinds into findings on the declaring decorator or call, and records every kind as a
+`jobs` fact for the whole-project report (`corral jobs --static`, the json `jobs` section). Its codes,
+examples and prefilter words are the frameworks' own, joined.
 """
 
 from __future__ import annotations
@@ -13,30 +14,37 @@ from typing import ClassVar
 
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.frameworks.jobs import CELERY, CORRAL, OTHER, UNRESOLVED, job_kinds
+from corral.gates.frameworks import FRAMEWORKS, job_kinds
+from corral.gates.frameworks.base import UNRESOLVED
 from corral.gates.rules.base import Rule
 from corral.gates.source.prefilter import Source
 
 # Every job kind is declared by a decorator or call whose name is written in the file: a method of an app,
-# queue or broker (`.task`, `.job`, `.periodic`, `.db_task`...; the object may come from a project module),
-# or a name imported from a framework (`shared_task`, `actor`, `job`, `task` of djhuey). arq's and SAQ's
-# settings and crons can be spelled in more ways than are worth looking for: a file importing either is
-# always read.
-_DECLARING_WORDS = (b"task", b"job", b"periodic", b"actor")
-_FRAMEWORKS = (b"celery", b"dramatiq", b"rq", b"huey", b"taskiq", b"procrastinate", b"corral")
-_SETTINGS_FRAMEWORKS = (b"arq", b"saq")
-_METHOD_NAMES = re.compile(rb"(?:job|periodic|task|periodic_task|db_task|db_periodic_task)\b")
+# queue or broker (`.task`, `.job`...; the object may come from a project module), or a name imported from
+# a framework. A framework whose settings and calls can be spelled in more ways than are worth looking for
+# is `always_read`: a file importing it is always read. Built once from the frameworks' words.
+_ALWAYS_READ = tuple(
+    dict.fromkeys(package for each in FRAMEWORKS if each.words.always_read for package in each.words.packages)
+)
+_DECLARING_WORDS = tuple(dict.fromkeys(word for each in FRAMEWORKS for word in each.words.declaring))
+_PACKAGES = tuple(
+    dict.fromkeys(package for each in FRAMEWORKS if not each.words.always_read for package in each.words.packages)
+)
+_METHODS = tuple(dict.fromkeys(method for each in FRAMEWORKS for method in each.words.methods))
+# The method names that hold no other one: a file naming a method names one of these.
+_METHOD_WORDS = tuple(
+    method.encode() for method in _METHODS if not any(other != method and other in method for other in _METHODS)
+)
+_METHOD_NAMES = re.compile(rb"(?:" + rb"|".join(re.escape(method.encode()) for method in _METHODS) + rb")\b")
 
 
 def might_declare_jobs(source: Source) -> bool:
     """False only when no job kind can be declared in the file: the prefilter of every CRL2 rule."""
-    if source.imports_any(*_SETTINGS_FRAMEWORKS):
+    if source.imports_any(*_ALWAYS_READ):
         return True
     if not source.has(*_DECLARING_WORDS):
         return False
-    return source.imports_any(*_FRAMEWORKS) or (
-        source.has(b"job", b"periodic", b"task") and _names_a_method(source.data)
-    )
+    return source.imports_any(*_PACKAGES) or (source.has(*_METHOD_WORDS) and _names_a_method(source.data))
 
 
 def _names_a_method(data: bytes) -> bool:
@@ -61,58 +69,12 @@ def _names_a_method(data: bytes) -> bool:
 
 class JobTimeouts(Rule):
     codes: ClassVar[dict[str, str]] = {
-        CORRAL: "a corral job kind without a positive timeout (from the job or its queue)",
-        CELERY: "a Celery task without a hard time_limit (decorator, base class or app configuration)",
-        OTHER: "a job kind whose framework limit is turned off, absent, or not explicit under strict mode",
+        **{framework.code: framework.summary for framework in FRAMEWORKS},
         UNRESOLVED: "a job or network timeout the gate cannot resolve statically",
     }
 
-    VALID = (
-        """
-        from corral.runtime import Queue
-        index = Queue("index", max_workers=4, timeout=30)
-        @index.job("corpus.index")
-        async def corpus_index(ctx, note_id): ...
-        """,
-        """
-        from datetime import timedelta
-        from celery import shared_task
-        LIMIT = timedelta(minutes=2)
-        @shared_task(time_limit=LIMIT.total_seconds())
-        def send(order_id): ...
-        """,
-        """
-        import dramatiq
-        @dramatiq.actor
-        def count_words(url): ...
-        """,
-    )
-    INVALID = (
-        """
-        from corral.runtime import Queue
-        fetch = Queue("fetch", max_workers=3)
-        @fetch.job("jobs.fetch_source")  # error: 2 CRL201 "job kind 'jobs.fetch_source' has no timeout"
-        async def fetch_source(ctx, source_id): ...
-        """,
-        """
-        from celery import Celery
-        app = Celery("proj")
-        @app.task(soft_time_limit=30)  # error: 2 CRL202 "task resize has no time_limit"
-        def resize(image_id): ...
-        """,
-        """
-        from rq.decorators import job
-        @job("low", timeout=-1)  # error: 2 CRL203 "rq: timeout=-1 (no limit)"
-        def crawl(url): ...
-        """,
-        """
-        import os
-        from corral.runtime import Queue
-        index = Queue("index", max_workers=4, timeout=int(os.environ["INDEX_TIMEOUT"]))
-        @index.job("corpus.index")  # error: 2 CRL204 "os.environ['INDEX_TIMEOUT']"
-        async def corpus_index(ctx, note_id): ...
-        """,
-    )
+    VALID = tuple(example for framework in FRAMEWORKS for example in framework.VALID)
+    INVALID = tuple(example for framework in FRAMEWORKS for example in framework.INVALID)
 
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:

@@ -1,7 +1,7 @@
 """CRL210: inside a job kind's body, a network call must time out before the job does.
 
 The calls and clients come from `corral.gates.knowledge.network` (shared with CRL4); the job kinds and their
-timeouts from `corral.gates.frameworks.jobs`. A call judged here: its own `timeout=` if given, else its client's
+timeouts from `corral.gates.frameworks`. A call judged here: its own `timeout=` if given, else its client's
 (constructed in the job's function or at module level), else the library's default. `requests`,
 `urllib`, `urllib3`, `socket`, `http.client` and `smtplib` have none (the global socket default, unset
 by default); httpx defaults to 5 s; aiohttp to a total of 300 s. Without a timeout, or with one not
@@ -19,7 +19,8 @@ from corral.gates.analysis.names import Scope
 from corral.gates.analysis.values import StaticValues, Unresolved
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.frameworks.jobs import UNRESOLVED, JobKind, job_kinds, keyword
+from corral.gates.frameworks import job_kinds
+from corral.gates.frameworks.base import UNRESOLVED, JobKind, keyword
 from corral.gates.knowledge.network import CALLS, CLIENTS, NetworkCall, NetworkCalls, might_call_network
 from corral.gates.rules.base import Rule
 from corral.gates.rules.job_timeouts import might_declare_jobs

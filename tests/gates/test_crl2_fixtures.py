@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from corral.gates.config import Config
 from corral.gates.engine.run import check_source
+from corral.gates.frameworks import FRAMEWORKS
+from corral.gates.frameworks.base import DEFAULT
 from expectations import FIXTURES, example_source, mismatches, read_expectations
 
 FIXTURE_FILES = sorted((FIXTURES / "crl2").glob("*.py"))
@@ -41,6 +43,16 @@ def test_strict_mode_rejects_framework_defaults(fixture: Path) -> None:
     assert mismatches(strict.findings, expectations.findings("strict")) == []
     defaults = expectations.per_variant["strict"]
     assert defaults and all(want.code == "CRL203" and "strict mode" in want.fragment for want in defaults)
+
+
+def test_every_framework_default_is_exercised() -> None:
+    """Each framework with a default limit has a strict fixture where that default applies."""
+    with_default = {framework.name for framework in FRAMEWORKS if framework.default_limit is not None}
+    exercised = set()
+    for fixture in STRICT_FIXTURES:
+        facts = check_source(f"app/{fixture.name}", fixture.read_bytes(), CONFIG).facts or {}
+        exercised |= {fact["framework"] for fact in facts["jobs"] if fact["source"] == DEFAULT}
+    assert exercised == with_default
 
 
 def test_messages_say_what_is_missing_and_where() -> None:

@@ -1,0 +1,49 @@
+"""taskiq as a CRL2 framework: `@broker.task(timeout=...)` on a broker any taskiq package made.
+
+taskiq has no default time limit, and it can interrupt only an `async def` task, so a kind passes only
+with a positive `timeout=` on a coroutine function (none, `None`, zero or negative is no limit).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from corral.gates.frameworks.base import (
+    DECORATOR,
+    UNRESOLVED,
+    UNSET,
+    Decoration,
+    Framework,
+    Words,
+    keyword,
+    string_argument,
+)
+from corral.gates.frameworks.walk import Finder
+
+
+class Taskiq(Framework):
+    name = "taskiq"
+    words = Words(packages=(b"taskiq",), declaring=(b"task",), methods=("task",))
+
+    def owns_method(self, made: str, attribute: str) -> bool:
+        # Brokers come from taskiq itself and from its plugin packages (taskiq_redis, taskiq_aio_pika...).
+        return made.split(".")[0].startswith("taskiq") and attribute == "task"
+
+    def decorated(self, finder: Finder, site: Decoration) -> None:
+        decorator, call, function, scope, _ = site
+        own = keyword(call, "timeout") if call is not None else None
+        name = (string_argument(call, finder.values, scope) if call is not None else None) or function.name
+        limit = finder.limit(own.value, scope, "timeout") if own is not None else UNSET
+        if limit.unresolved is not None:
+            finder.fail(self, decorator, function, UNRESOLVED, f"timeout {limit.unresolved}", name=name)
+        elif limit.seconds is None:
+            why = limit.off or "taskiq has no default time limit"
+            finder.fail(self, decorator, function, self.code, f"task {name}: {why}; give it timeout=...", name=name)
+        elif not isinstance(function, ast.AsyncFunctionDef):
+            problem = f"task {name}: taskiq cannot interrupt a sync task, so timeout= is no hard limit; make it async"
+            finder.fail(self, decorator, function, self.code, problem, name=name)
+        else:
+            finder.add(self, decorator, function, timeout=limit.seconds, source=DECORATOR, queue=None, name=name)
+
+
+FRAMEWORK = Taskiq()

@@ -1,0 +1,263 @@
+"""The walk over one module that finds its job kinds, and the readings several frameworks share.
+
+`Finder` walks a module's statements (skipping `if TYPE_CHECKING:` blocks) and hands each framework the
+nodes it claims: decorators by their dotted name or as methods of an object a call made, calls by their
+dotted name, every dict literal and every class. It owns what frameworks have in common: reading a limit
+expression, the framework default (and strict mode's demand for an explicit limit), the body-only limit
+of `asyncio.timeout` / `asyncio.wait_for`, and the kinds found so far.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Callable, Sequence
+from typing import TypeVar, cast
+
+from corral.gates.analysis.names import Scope, is_type_checking_test
+from corral.gates.analysis.values import Located, StaticValues, Unresolved
+from corral.gates.frameworks.base import (
+    BODY,
+    DECORATOR,
+    DEFAULT,
+    UNRESOLVED,
+    UNSET,
+    Decoration,
+    Framework,
+    Function,
+    JobKind,
+    Limit,
+    keyword,
+    shown,
+)
+
+ASYNC_TIMEOUTS = frozenset({"asyncio.timeout", "asyncio.timeouts.timeout"})
+WAIT_FOR = frozenset({"asyncio.wait_for", "asyncio.tasks.wait_for"})
+
+T = TypeVar("T")
+
+
+class Dispatch:
+    """Which framework reads which node, built once from the frameworks (the first one listed wins)."""
+
+    def __init__(self, frameworks: Sequence[Framework]) -> None:
+        self.frameworks = tuple(frameworks)
+        self.by_decorator: dict[str, Framework] = {}
+        self.by_call: dict[str, Framework] = {}
+        for framework in self.frameworks:
+            for name in framework.decorators:
+                self.by_decorator.setdefault(name, framework)
+            for name in framework.calls:
+                self.by_call.setdefault(name, framework)
+
+
+class Finder:
+    """The job kinds of one module, found by one walk over it."""
+
+    def __init__(self, values: StaticValues, dispatch: Dispatch, *, strict: bool) -> None:
+        self.values = values
+        self.names = values.module.names
+        self.dispatch = dispatch
+        self.strict = strict
+        self.kinds: list[JobKind] = []
+        # Calls a framework already read as part of a declaration: the walk does not hand them out again.
+        self.seen_calls: set[int] = set()
+        self._memo: dict[str, object] = {}
+
+    # -- walking -------------------------------------------------------------------------------
+
+    def walk(self, body: list[ast.stmt], scope: Scope) -> None:
+        for statement in body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for decorator in statement.decorator_list:
+                    self._decorator(decorator, statement, scope)
+                self._calls(statement.decorator_list, scope)
+                self.walk(statement.body, self.names.scope_of(statement))
+            elif isinstance(statement, ast.ClassDef):
+                for framework in self.dispatch.frameworks:
+                    framework.class_body(self, statement, scope)
+                self.walk(statement.body, self.names.scope_of(statement))
+            elif isinstance(statement, ast.If) and is_type_checking_test(statement.test, self.names, scope):
+                self.walk(statement.orelse, scope)
+            else:
+                nested = [getattr(statement, name, None) for name in ("body", "orelse", "finalbody", "handlers")]
+                self._calls([child for child in ast.iter_child_nodes(statement) if isinstance(child, ast.expr)], scope)
+                for block in nested:
+                    if isinstance(block, list):
+                        self.walk([item for item in block if isinstance(item, ast.stmt)], scope)
+                        for handler in block:
+                            if isinstance(handler, ast.ExceptHandler):
+                                self.walk(handler.body, scope)
+                for case in getattr(statement, "cases", ()):
+                    self.walk(case.body, scope)
+
+    def _calls(self, expressions: list[ast.expr], scope: Scope) -> None:
+        """The declaring calls and the dict literals among `expressions`."""
+        for expression in expressions:
+            for node in ast.walk(expression):
+                if isinstance(node, ast.Call) and id(node) not in self.seen_calls:
+                    called = self.values.dotted(node.func, scope)
+                    framework = self.dispatch.by_call.get(called) if called is not None else None
+                    if framework is not None:
+                        framework.called(self, node, scope)
+                elif isinstance(node, ast.Dict):
+                    for framework in self.dispatch.frameworks:
+                        framework.mapping(self, node, scope)
+
+    def _decorator(self, decorator: ast.expr, function: Function, scope: Scope) -> None:
+        call = decorator if isinstance(decorator, ast.Call) else None
+        target = call.func if call is not None else decorator
+        called = self.values.dotted(target, scope)
+        framework = self.dispatch.by_decorator.get(called) if called is not None else None
+        if framework is not None:
+            framework.decorated(self, Decoration(decorator, call, function, scope, None))
+        elif isinstance(target, ast.Attribute):
+            owner = self.values.definition(target.value, scope)
+            if isinstance(owner, Unresolved) or not isinstance(owner.node, ast.Call):
+                return
+            made = owner.values.dotted(owner.node.func)
+            if made is None:
+                return
+            for framework in self.dispatch.frameworks:
+                if framework.owns_method(made, target.attr):
+                    framework.decorated(self, Decoration(decorator, call, function, scope, owner))
+                    return
+
+    def imports(self, package: str) -> bool:
+        """Whether the module binds a name to `package` or one of its modules."""
+        return any(
+            target == package or target.startswith(package + ".") for target in self.names.root.bindings.values()
+        )
+
+    def memo(self, key: str, compute: Callable[[], T]) -> T:
+        """`compute()`, once per module (a framework's project-wide scan, say)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return cast(T, self._memo[key])
+
+    # -- what frameworks report ----------------------------------------------------------------
+
+    def add(
+        self,
+        framework: Framework,
+        node: ast.expr,
+        function: Function | None,
+        *,
+        name: str | None = None,
+        queue: str | None = None,
+        timeout: float | None = None,
+        source: str | None = None,
+        code: str | None = None,
+        problem: str | None = None,
+    ) -> None:
+        named = name or (function.name if function is not None else ast.unparse(node))
+        self.kinds.append(JobKind(framework.name, named, queue, node, function, timeout, source, code, problem))
+
+    def fail(
+        self,
+        framework: Framework,
+        node: ast.expr,
+        function: Function | None,
+        code: str,
+        problem: str,
+        *,
+        name: str | None = None,
+        queue: str | None = None,
+    ) -> None:
+        self.add(framework, node, function, name=name, queue=queue, code=code, problem=problem)
+
+    # -- shared readings -----------------------------------------------------------------------
+
+    def limit(self, expression: ast.expr, scope: Scope | None, label: str, values: StaticValues | None = None) -> Limit:
+        """A limit expression: positive seconds, `None` (unset), zero/negative (off) or unresolvable."""
+        evaluator = values or self.values
+        value = evaluator.number(expression, scope)
+        if isinstance(value, Unresolved):
+            return Limit(unresolved=value)
+        if value is None:
+            return UNSET
+        if value <= 0 or not math.isfinite(value):
+            return Limit(off=f"{label}={shown(value)} is no limit")
+        return Limit(seconds=value)
+
+    def function(self, node: ast.expr, scope: Scope) -> Function | None:
+        """The function of this module `node` names (None for one of another module: the CRL210 rule reads the
+        body of what this file declares)."""
+        located = self.values.definition(node, scope)
+        if (
+            isinstance(located, Located)
+            and located.values is self.values
+            and isinstance(located.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        ):
+            return located.node
+        return None
+
+    def default_or_explicit(
+        self,
+        framework: Framework,
+        node: ast.expr,
+        function: Function | None,
+        found: Limit | None,
+        *,
+        label: str,
+        scale: float = 1.0,
+        name: str | None = None,
+        queue: str | None = None,
+    ) -> None:
+        """`found` is the declared limit (None: not declared); without one the framework's default applies
+        unless strict mode demands an explicit declaration."""
+        default = framework.default_limit
+        assert default is not None, f"{framework.name} has no default limit"
+        if found is not None and found.unresolved is not None:
+            self.fail(framework, node, function, UNRESOLVED, f"{label} {found.unresolved}", name=name, queue=queue)
+        elif found is not None and found.off is not None:
+            problem = f"{framework.name}: {found.off}, which turns the limit off"
+            self.fail(framework, node, function, framework.code, problem, name=name, queue=queue)
+        elif found is not None and found.seconds is not None:
+            self.add(framework, node, function, timeout=found.seconds * scale, source=DECORATOR, name=name, queue=queue)
+        elif self.strict:
+            problem = f"strict mode: declare {label} explicitly (the {framework.name} default is {shown(default)} s)"
+            self.fail(framework, node, function, framework.code, problem, name=name, queue=queue)
+        else:
+            self.add(framework, node, function, timeout=default, source=DEFAULT, name=name, queue=queue)
+
+    def body_only(self, framework: Framework, site: Decoration) -> None:
+        """A framework without a hard timeout: the body must run inside `asyncio.timeout` / `wait_for`."""
+        function = site.function
+        limit = self._body_timeout(function)
+        if limit.seconds is not None:
+            self.add(framework, site.node, function, timeout=limit.seconds, source=BODY, queue=None)
+        elif limit.unresolved is not None:
+            self.fail(framework, site.node, function, UNRESOLVED, f"the body's timeout {limit.unresolved}")
+        else:
+            problem = (
+                f"{framework.name} has no hard timeout: run the whole body of {function.name} inside "
+                f"`async with asyncio.timeout(N)` or `return await asyncio.wait_for(..., N)`"
+            )
+            self.fail(framework, site.node, function, framework.code, problem)
+
+    def _body_timeout(self, function: Function) -> Limit:
+        if not isinstance(function, ast.AsyncFunctionDef):
+            return UNSET
+        body = function.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # the docstring
+        if len(body) != 1:
+            return UNSET
+        scope = self.names.scope_of(function)
+        (statement,) = body
+        if isinstance(statement, ast.AsyncWith) and len(statement.items) == 1:
+            context = statement.items[0].context_expr
+            if isinstance(context, ast.Call) and self.values.dotted(context.func, scope) in ASYNC_TIMEOUTS:
+                delay = context.args[0] if context.args else getattr(keyword(context, "delay"), "value", None)
+                if delay is not None:
+                    return self.limit(delay, scope, "timeout")
+        if isinstance(statement, (ast.Return, ast.Expr)) and isinstance(statement.value, ast.Await):
+            awaited = statement.value.value
+            if isinstance(awaited, ast.Call) and self.values.dotted(awaited.func, scope) in WAIT_FOR:
+                delay = (
+                    awaited.args[1] if len(awaited.args) > 1 else getattr(keyword(awaited, "timeout"), "value", None)
+                )
+                if delay is not None:
+                    return self.limit(delay, scope, "timeout")
+        return UNSET
