@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import libcst as cst
-from corral.gates.frameworks.jobs import CELERY, CORRAL
+from corral.gates.rules.job_timeouts import JobTimeouts
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-KEYWORDS = {CORRAL: "timeout", CELERY: "time_limit"}
+KEYWORDS = {JobTimeouts.NO_CORRAL_TIMEOUT: "timeout", JobTimeouts.NO_CELERY_TIME_LIMIT: "time_limit"}
 
 
 def fix_source(source: str, targets: dict[tuple[int, int], str], seconds: float) -> str:

@@ -29,7 +29,8 @@ from corral.gates.analysis.values import Located, StaticValues, Unresolved
 if TYPE_CHECKING:
     from corral.gates.analysis.context import FileContext
 
-CORRAL, CELERY, OTHER, UNRESOLVED = "CRL201", "CRL202", "CRL203", "CRL204"
+# The ways a job kind fails (`JobKind.failure`); the CRL2 rule reports each under a code of its own.
+CORRAL, CELERY, OTHER, UNRESOLVED = "no corral timeout", "no celery time limit", "no framework limit", "unresolved"
 
 DECORATOR, QUEUE, BASE_CLASS, APP_CONFIG, DEFAULT, WORKER, BODY = (
     "decorator",
@@ -67,7 +68,8 @@ Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 class JobKind(NamedTuple):
     """One declared job kind. `timeout` is the effective hard limit in seconds (None: none proven) and
-    `source` where it comes from; `code`/`problem` say why it fails (None when it passes)."""
+    `source` where it comes from; `failure` (CORRAL, CELERY, OTHER or UNRESOLVED) and `problem` say why it
+    fails (None when it passes)."""
 
     framework: str
     name: str
@@ -76,7 +78,7 @@ class JobKind(NamedTuple):
     function: Function | None
     timeout: float | None
     source: str | None
-    code: str | None = None
+    failure: str | None = None
     problem: str | None = None
 
 
@@ -232,24 +234,24 @@ class _Finder:
         queue: str | None = None,
         timeout: float | None = None,
         source: str | None = None,
-        code: str | None = None,
+        failure: str | None = None,
         problem: str | None = None,
     ) -> None:
         shown = name or (function.name if function is not None else ast.unparse(node))
-        self.kinds.append(JobKind(framework, shown, queue, node, function, timeout, source, code, problem))
+        self.kinds.append(JobKind(framework, shown, queue, node, function, timeout, source, failure, problem))
 
     def _fail(
         self,
         framework: str,
         node: ast.expr,
         function: Function | None,
-        code: str,
+        failure: str,
         problem: str,
         *,
         name: str | None = None,
         queue: str | None = None,
     ) -> None:
-        self._add(framework, node, function, name=name, queue=queue, code=code, problem=problem)
+        self._add(framework, node, function, name=name, queue=queue, failure=failure, problem=problem)
 
     # -- corral --------------------------------------------------------------------------------
 

@@ -2,19 +2,22 @@
 
 The kinds and their effective timeouts come from `corral.gates.frameworks.jobs` (one place for every framework);
 this rule turns failing kinds into findings on the declaring decorator or call, and records every kind as
-a `jobs` fact for the whole-project report (`corral jobs --static`, the json `jobs` section).
+a `JobKindFact`. Its project half, `corral.gates.rules.job_report`, reads the facts into the jobs report
+(`corral jobs --static`, the json `jobs` section).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from typing import ClassVar
 
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.frameworks.jobs import CELERY, CORRAL, OTHER, UNRESOLVED, job_kinds
-from corral.gates.rules.base import Rule
+from corral.gates.frameworks import jobs
+from corral.gates.frameworks.jobs import job_kinds
+from corral.gates.rules.base import Fact, Rule
 from corral.gates.source.prefilter import Source
 
 # Every job kind is declared by a decorator or call whose name is written in the file: a method of an app,
@@ -59,12 +62,42 @@ def _names_a_method(data: bytes) -> bool:
     return False
 
 
+@dataclasses.dataclass(frozen=True)
+class JobKindFact(Fact):
+    """One job kind as the jobs report shows it: its effective hard timeout in seconds (None: none
+    proven), where that comes from, and the code it fails with (None when it passes)."""
+
+    KIND: ClassVar[str] = "jobs"
+
+    framework: str
+    kind: str
+    queue: str | None
+    timeout: float | None
+    source: str | None
+    line: int
+    function: str | None
+    code: str | None
+
+
 class JobTimeouts(Rule):
+    """The per-file half of CRL2's timeouts: a finding per failing job kind, a `JobKindFact` per kind."""
+
+    NO_CORRAL_TIMEOUT: ClassVar[str] = "CRL201"
+    NO_CELERY_TIME_LIMIT: ClassVar[str] = "CRL202"
+    NO_FRAMEWORK_LIMIT: ClassVar[str] = "CRL203"
+    UNRESOLVED: ClassVar[str] = "CRL204"
     codes: ClassVar[dict[str, str]] = {
-        CORRAL: "a corral job kind without a positive timeout (from the job or its queue)",
-        CELERY: "a Celery task without a hard time_limit (decorator, base class or app configuration)",
-        OTHER: "a job kind whose framework limit is turned off, absent, or not explicit under strict mode",
+        NO_CORRAL_TIMEOUT: "a corral job kind without a positive timeout (from the job or its queue)",
+        NO_CELERY_TIME_LIMIT: "a Celery task without a hard time_limit (decorator, base class or app configuration)",
+        NO_FRAMEWORK_LIMIT: "a job kind whose framework limit is turned off, absent, or not explicit under strict mode",
         UNRESOLVED: "a job or network timeout the gate cannot resolve statically",
+    }
+    # The code each way of failing that `frameworks.jobs` tells apart is reported under.
+    CODE_FOR_FAILURE: ClassVar[dict[str, str]] = {
+        jobs.CORRAL: NO_CORRAL_TIMEOUT,
+        jobs.CELERY: NO_CELERY_TIME_LIMIT,
+        jobs.OTHER: NO_FRAMEWORK_LIMIT,
+        jobs.UNRESOLVED: UNRESOLVED,
     }
 
     VALID = (
@@ -121,18 +154,16 @@ class JobTimeouts(Rule):
     def check(self) -> Iterator[Finding]:
         context = self.context
         for kind in job_kinds(context):
-            context.add_fact(
-                "jobs",
-                {
-                    "framework": kind.framework,
-                    "kind": kind.name,
-                    "queue": kind.queue,
-                    "timeout": kind.timeout,
-                    "source": kind.source,
-                    "line": kind.node.lineno,
-                    "function": kind.function.name if kind.function is not None else None,
-                    "code": kind.code,
-                },
-            )
-            if kind.code is not None and kind.problem is not None:
-                yield context.finding(kind.node, kind.code, kind.problem)
+            code = None if kind.failure is None else self.CODE_FOR_FAILURE[kind.failure]
+            JobKindFact(
+                framework=kind.framework,
+                kind=kind.name,
+                queue=kind.queue,
+                timeout=kind.timeout,
+                source=kind.source,
+                line=kind.node.lineno,
+                function=kind.function.name if kind.function is not None else None,
+                code=code,
+            ).record(context)
+            if code is not None and kind.problem is not None:
+                yield context.finding(kind.node, code, kind.problem)
