@@ -5,7 +5,8 @@ A rule is a small class: the codes it reports with a one-line summary each (clas
 codes, `codes` maps each to its summary; a code two rules report is declared by both, with the same
 summary), a prefilter over the file's bytes that rules out files which cannot hold one of its findings
 (`might_match`, asked of a shared `Source`), VALID and INVALID examples beside it (a generic test turns
-them into test cases; INVALID lines carry `# error: CODE`), and a `check` that yields findings.
+them into test cases; INVALID lines carry `# error: CODE`; leading `# [tool.corral] key = value` lines
+are the settings the example is checked with), and a `check` that yields findings.
 Most rules are `ScopedVisitor`s: an `ast.NodeVisitor` that knows the scope of every node and never looks
 inside type annotations or `if TYPE_CHECKING:` blocks, code that never runs.
 
@@ -38,6 +39,26 @@ class EngineCodes:
         CONFIG_ERROR: "the configuration cannot be used",
         UNCHECKABLE: "a file cannot be read, decoded or parsed, so it cannot be checked",
     }
+
+    # As a rule's: a file the engine checks, and files it cannot (the settings of the first are those of
+    # the flake8 front, which reports settings it cannot use on every file; `corral check` stops instead).
+    VALID: ClassVar[tuple[str, ...]] = (
+        """
+        import threading
+        lock = threading.Lock()
+        """,
+    )
+    INVALID: ClassVar[tuple[str, ...]] = (
+        """
+        # [tool.corral] strict = "yes"  # error: CRL000
+        import threading
+        """,
+        """
+        import threading
+        def broken(:  # error: CRL001
+            threading.Thread()
+        """,
+    )
 
 
 class Rule:

@@ -101,6 +101,11 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         threading.Thread(target=work).start()  # error: CRL101
         """,
         """
+        # [tool.corral] extend-spawners = ["gevent.spawn"]
+        import gevent
+        gevent.spawn(work)  # error: CRL107
+        """,
+        """
         from threading import Thread  # error: CRL101
         class Worker(Thread):  # error: CRL101
             pass

@@ -1,29 +1,57 @@
-"""Every rule's VALID and INVALID examples, run as test cases (Fixit style)."""
+"""Every rule's VALID and INVALID examples (and the engine's, for its own codes), run as test cases (Fixit style)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
-from corral.gates.config import Config
-from corral.gates.engine.run import check_files
+from corral.gates.config import Config, ConfigError, config_from_table
+from corral.gates.engine.run import check_files, unusable_config
+from corral.gates.findings import Finding
 from corral.gates.rules import CODES, RULES
+from corral.gates.rules.base import EngineCodes
 from expectations import example_source, expected_findings
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+ROOT = Path("/project")
+RELPATH = "app/module.py"
+# An example's leading lines that give the settings it is checked with: `# [tool.corral] key = value`.
+SETTINGS = "# [tool.corral] "
+
+DECLARATIONS = (EngineCodes, *RULES)
 CASES = [
-    pytest.param(rule, kind, example, id=f"{rule.__name__}-{kind}-{index}")
-    for rule in RULES
-    for kind, examples in (("valid", rule.VALID), ("invalid", rule.INVALID))
+    pytest.param(declaration, kind, example, id=f"{declaration.__name__}-{kind}-{index}")
+    for declaration in DECLARATIONS
+    for kind, examples in (("valid", declaration.VALID), ("invalid", declaration.INVALID))
     for index, example in enumerate(examples)
 ]
 
 
-@pytest.mark.parametrize(("rule", "kind", "example"), CASES)
-def test_example(rule: type, kind: str, example: str) -> None:
+def example_config(source: str) -> Config:
+    lines = [line.removeprefix(SETTINGS) for line in source.splitlines() if line.startswith(SETTINGS)]
+    return config_from_table(tomllib.loads("\n".join(lines)), root=ROOT, source=None)
+
+
+def example_findings(source: str) -> list[Finding]:
+    """The findings on the example, as a front checking it alone reports them (settings it cannot use are
+    the flake8 front's CRL000)."""
+    try:
+        config = example_config(source)
+    except ConfigError as error:
+        return [unusable_config(RELPATH, error)]
+    return check_files([(RELPATH, source.encode())], config)
+
+
+@pytest.mark.parametrize(("declaration", "kind", "example"), CASES)
+def test_example(declaration: type, kind: str, example: str) -> None:
     source = example_source(example)
-    findings = check_files([("app/module.py", source.encode())], Config(root=Path("/project")))
-    own_codes = set(rule.codes)
-    found = {(finding.line, finding.code) for finding in findings if finding.code in own_codes}
+    own_codes = set(declaration.codes)
+    found = {(finding.line, finding.code) for finding in example_findings(source) if finding.code in own_codes}
     expected = expected_findings(source)
     assert found == expected
     if kind == "invalid":
@@ -31,7 +59,7 @@ def test_example(rule: type, kind: str, example: str) -> None:
 
 
 def test_every_rule_documents_its_codes() -> None:
-    for rule in RULES:
-        assert rule.VALID and rule.INVALID, rule.__name__
-        for code, summary in rule.codes.items():
+    for declaration in DECLARATIONS:
+        assert declaration.VALID and declaration.INVALID, declaration.__name__
+        for code, summary in declaration.codes.items():
             assert CODES[code] == summary
