@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import pkgutil
 from pathlib import Path
 from typing import ClassVar
 
 import corral.gates.rules
 import pytest
+from corral.gates.config import Config
+from corral.gates.engine.run import check_source
 from corral.gates.rules import CODES, FACT_KINDS, FAMILIES, PROJECT_CHECKS, RULES
 from corral.gates.rules.base import EngineCodes, ProjectCheck, Rule, code_family, code_table
 from expectations import FIXTURES, example_source, expected_findings
@@ -51,6 +54,20 @@ def test_project_checks_belong_to_registered_rules() -> None:
         assert check.rule in RULES, f"{check.__name__} reads the facts of an unregistered rule"
         assert FACT_KINDS[check.fact.KIND] is check.fact
     assert len(FACT_KINDS) == len(PROJECT_CHECKS), "two project checks read facts of one kind"
+
+
+def test_facts_survive_the_cache_round_trip() -> None:
+    """Every kind of fact, as the rules record it on their examples, comes back equal from its JSON form."""
+    seen = set()
+    for check in PROJECT_CHECKS:
+        for example in (*check.rule.VALID, *check.rule.INVALID):
+            source = example_source(example).encode()
+            facts = check_source("app/module.py", source, Config(root=Path("/project"))).facts or {}
+            for kind, recorded in facts.items():
+                for fact in recorded:
+                    assert FACT_KINDS[kind].from_json(json.loads(json.dumps(fact.to_json()))) == fact
+                    seen.add(kind)
+    assert seen == set(FACT_KINDS)
 
 
 def test_every_rule_reports_codes_of_one_family() -> None:
