@@ -72,7 +72,7 @@ class ConfigKey:
 def read_rules() -> tuple[dict[str, str], dict[str, str], list[RuleDoc]]:
     """Every code with its summary, the engine's own codes, and each registered rule class."""
     from corral.gates.rules import CODES, RULES
-    from corral.gates.rules.base import ENGINE_CODES
+    from corral.gates.rules.base import EngineCodes
 
     rules = [
         RuleDoc(
@@ -87,7 +87,7 @@ def read_rules() -> tuple[dict[str, str], dict[str, str], list[RuleDoc]]:
         )
         for rule in RULES
     ]
-    return dict(CODES), dict(ENGINE_CODES), rules
+    return dict(CODES), dict(EngineCodes.codes), rules
 
 
 def read_config_keys() -> list[ConfigKey]:

@@ -2,8 +2,9 @@
 
 A thin adapter over the engine. flake8 hands over the tree it already parsed and the file's lines; the
 engine's per-file rules judge them with the `[tool.corral]` settings `corral check` would use for that file,
-with the same project-relative path, so the editor shows what CI will. Whole-project checks
-(`engine.PROJECT_CHECKS`) need every file at once and are not run here.
+with the same project-relative path, so the editor shows what CI will; settings it cannot use are the
+engine's CRL000 finding. Whole-project checks (`rules.PROJECT_CHECKS`) need every file at once and are not
+run here.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from collections.abc import Iterator
 from functools import cache
 
 from corral.gates.config import Config, ConfigError, load_config
-from corral.gates.engine.run import check_source, relative_path
-
-CONFIG_ERROR = "CRL000"
+from corral.gates.engine.run import check_source, relative_path, unusable_config
+from corral.gates.findings import Finding
 
 Report = tuple[int, int, str, type]
 
@@ -61,9 +61,10 @@ class CorralChecker:
         path = os.path.realpath(self.filename)
         config = _config_for(os.path.dirname(path))
         if isinstance(config, ConfigError):
-            yield 1, 0, f"{CONFIG_ERROR} config error: {config}; corral cannot check this file", type(self)
-            return
-        result = check_source(relative_path(path, config.root), _source_bytes(self.lines), config, tree=self.tree)
-        for finding in result.findings:
+            findings: tuple[Finding, ...] = (unusable_config(self.filename, config),)
+        else:
+            relpath = relative_path(path, config.root)
+            findings = check_source(relpath, _source_bytes(self.lines), config, tree=self.tree).findings
+        for finding in findings:
             # flake8 columns are 0-based; it adds the 1 back when it prints them.
             yield finding.line, finding.col - 1, f"{finding.code} {finding.message}", type(self)

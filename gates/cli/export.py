@@ -14,7 +14,7 @@ import sys
 
 from corral.gates.cli.main import EXIT_CLEAN
 from corral.gates.config import Config, load_config
-from corral.gates.knowledge.spawners import SPAWNERS, spawner_code
+from corral.gates.knowledge.spawners import SPAWNERS
 
 RUFF_CODE = "TID251"
 
@@ -25,8 +25,9 @@ def _toml_string(value: str) -> str:
 
 
 def ruff_fragment(config: Config) -> str:
-    from corral.gates.rules.unmanaged_concurrency import ADVICE
+    from corral.gates.rules.unmanaged_concurrency import ADVICE, UnmanagedConcurrency
 
+    code_for = UnmanagedConcurrency.code_for
     # `<loop>.create_task` and the like are methods on any event loop: no name ruff could ban.
     names = sorted({name for name in SPAWNERS if not name.startswith("<")} | set(config.extend_spawners))
     source = config.source if config.source is not None else "corral's defaults"
@@ -38,7 +39,7 @@ def ruff_fragment(config: Config) -> str:
         "",
         "[tool.ruff.lint.flake8-tidy-imports.banned-api]",
         *(
-            f"{_toml_string(name)}.msg = {_toml_string(f'{spawner_code(name, config.extend_spawners)} {ADVICE}')}"
+            f"{_toml_string(name)}.msg = {_toml_string(f'{code_for(name, config.extend_spawners)} {ADVICE}')}"
             for name in names
         ),
         "",

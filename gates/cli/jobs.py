@@ -7,7 +7,7 @@ import sys
 
 from corral.gates.config import load_config
 from corral.gates.engine.run import check_paths
-from corral.gates.rules.job_report import REPORT, render_jobs
+from corral.gates.rules.job_report import JobsReport, render_jobs
 
 
 def jobs_command(paths: list[str], config_file: str | None, *, strict: bool, as_json: bool) -> int:
@@ -16,9 +16,10 @@ def jobs_command(paths: list[str], config_file: str | None, *, strict: bool, as_
     if strict:
         config = config._replace(strict=True)
     result = check_paths(paths, config)
-    kinds = result.reports.get(REPORT, [])
+    kinds = result.reports.get(JobsReport.REPORT, [])
     if as_json:
-        sys.stdout.write(json.dumps({"version": 1, "root": str(result.root), REPORT: kinds}, indent=2) + "\n")
+        document = {"version": 1, "root": str(result.root), JobsReport.REPORT: kinds}
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
         sys.stdout.write(render_jobs(kinds))
     return 0

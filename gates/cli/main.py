@@ -21,19 +21,18 @@ def _check(args: argparse.Namespace) -> int:
     gc.disable()
     from corral.gates.config import load_config
     from corral.gates.engine.run import check_paths
-    from corral.gates.outputs.formats import FORMATS
+    from corral.gates.outputs import FORMATS
+    from corral.gates.rules.connection_budget import ConnectionBudget, ConnectionBudgetCheck, render_budget
 
     paths = args.paths or ["."]
     config = load_config(paths, args.config)
     if args.strict:
         config = config._replace(strict=True)
     result = check_paths(paths, config, use_cache=not args.no_cache)
-    over_budget = any(finding.code.startswith("CRL30") for finding in result.findings)
+    over_budget = any(finding.code in ConnectionBudget.codes for finding in result.findings)
     if args.format == "text" and (args.budget or over_budget):
-        from corral.gates.rules.budget_report import render_budget
-
         # Before the findings, so the summary line stays the last line.
-        sys.stdout.write(render_budget(result.reports.get("budget", [])))
+        sys.stdout.write(render_budget(result.reports.get(ConnectionBudgetCheck.REPORT, [])))
     sys.stdout.write(FORMATS[args.format](result))
     return EXIT_FINDINGS if result.findings else EXIT_CLEAN
 
@@ -63,7 +62,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from corral.gates.outputs.formats import FORMATS
+    from corral.gates.outputs import FORMATS
 
     parser = argparse.ArgumentParser(
         prog="corral", description="Keep background work bounded, time-limited and stoppable."

@@ -19,13 +19,20 @@ from typing import Any, NamedTuple
 from corral.gates.config import Config, load_config
 from corral.gates.engine.run import CheckResult, check_paths
 from corral.gates.frameworks import BY_NAME
+from corral.gates.rules.base import EngineCodes, code_family
+from corral.gates.rules.connection_budget import ConnectionBudget, ConnectionBudgetCheck
+from corral.gates.rules.job_report import JobsReport
+from corral.gates.rules.job_timeouts import JobTimeouts
+from corral.gates.rules.network_in_transaction import NetworkInTransaction
+from corral.gates.rules.unmanaged_concurrency import UnmanagedConcurrency
 from corral.gates.source.discovery import SKIPPED_DIRS
 
 MARK = "  # planted by corral prove"
 
 
 class Plant(NamedTuple):
-    family: str
+    """Where a planted violation stands: the line its rule family must report."""
+
     relpath: str
     line: int
 
@@ -49,12 +56,12 @@ def _append(scratch: Scratch, relpath: str, lines: list[str], target: int) -> Pl
         existing += "\n"
     start = existing.count("\n") + 2  # one blank line separates the planted code
     path.write_text(existing + "\n" + "".join(line + "\n" for line in lines), encoding="utf-8")
-    return Plant("", relpath, start + target)
+    return Plant(relpath, start + target)
 
 
 def _domain_module(scratch: Scratch) -> str | None:
     """A module the domain rules judge: not infra, not tests, and checkable."""
-    uncheckable = {finding.path for finding in scratch.baseline.findings if finding.code == "CRL001"}
+    uncheckable = {finding.path for finding in scratch.baseline.findings if finding.code == EngineCodes.UNCHECKABLE}
     for relpath in sorted(scratch.baseline.results):
         if (
             relpath.endswith(".py")
@@ -75,7 +82,7 @@ def plant_unmanaged_thread(scratch: Scratch) -> Plant | None:
         f"import threading as _corral_prove_threading{MARK}",
         f"_corral_prove_threading.Thread(target=print){MARK}",
     ]
-    return _append(scratch, relpath, lines, 1)._replace(family="CRL1")
+    return _append(scratch, relpath, lines, 1)
 
 
 def plant_call_in_transaction(scratch: Scratch) -> Plant | None:
@@ -90,7 +97,7 @@ def plant_call_in_transaction(scratch: Scratch) -> Plant | None:
         "    with transaction.atomic():",
         '        requests.post("https://corral-prove.invalid", timeout=1)',
     ]
-    return _append(scratch, relpath, lines, 5)._replace(family="CRL4")
+    return _append(scratch, relpath, lines, 5)
 
 
 _DECORATOR = re.compile(r"@([A-Za-z_][\w.]*)")
@@ -99,7 +106,7 @@ _DECORATOR = re.compile(r"@([A-Za-z_][\w.]*)")
 def plant_job_without_timeout(scratch: Scratch) -> Plant | None:
     """Beside a job kind the project declares, one more on the same queue or app with no hard limit: its
     framework's decorator, copied, with the framework's `no_limit_arguments`."""
-    for kind in scratch.baseline.reports.get("jobs", []):
+    for kind in scratch.baseline.reports.get(JobsReport.REPORT, []):
         framework = BY_NAME.get(str(kind.get("framework")))
         arguments = framework.no_limit_arguments if framework is not None else None
         path = scratch.root / str(kind.get("path"))
@@ -115,13 +122,13 @@ def plant_job_without_timeout(scratch: Scratch) -> Plant | None:
             "def _corral_prove_job(*args: object, **kwargs: object) -> None:",
             "    return None",
         ]
-        return _append(scratch, str(kind["path"]), lines, 0)._replace(family="CRL2")
+        return _append(scratch, str(kind["path"]), lines, 0)
     return None
 
 
 def plant_one_worker_too_many(scratch: Scratch) -> Plant | None:
     """Raise a runtime's relay so its total is one over its limit (the finding is on its `Runtime(` line)."""
-    for entry in scratch.baseline.reports.get("budget", []):
+    for entry in scratch.baseline.reports.get(ConnectionBudgetCheck.REPORT, []):
         if not entry.get("ok"):
             continue
         path = scratch.root / entry["path"]
@@ -144,7 +151,7 @@ def plant_one_worker_too_many(scratch: Scratch) -> Plant | None:
             encoded = lines[line - 1].encode("utf-8")
             lines[line - 1] = (encoded[:col] + text.encode("utf-8") + encoded[col:]).decode("utf-8")
         path.write_text("".join(lines), encoding="utf-8")
-        return Plant("CRL3", entry["path"], entry["line"])
+        return Plant(entry["path"], entry["line"])
     return None
 
 
@@ -158,12 +165,13 @@ def _call_at(source: str, line: int) -> ast.Call | None:
     return None
 
 
-# In this order: the budget edit changes no line count, the appends only add lines at the ends of files.
+# One planter per rule family, named by the rule whose codes it plants. In this order: the budget edit
+# changes no line count, the appends only add lines at the ends of files.
 PLANTERS: list[tuple[str, str, Planter]] = [
-    ("CRL3", "one worker too many for the pool", plant_one_worker_too_many),
-    ("CRL1", "a thread started in a domain module", plant_unmanaged_thread),
-    ("CRL2", "a job kind without a hard timeout", plant_job_without_timeout),
-    ("CRL4", "a network call inside a transaction", plant_call_in_transaction),
+    (ConnectionBudget.family(), "one worker too many for the pool", plant_one_worker_too_many),
+    (UnmanagedConcurrency.family(), "a thread started in a domain module", plant_unmanaged_thread),
+    (JobTimeouts.family(), "a job kind without a hard timeout", plant_job_without_timeout),
+    (NetworkInTransaction.family(), "a network call inside a transaction", plant_call_in_transaction),
 ]
 
 
@@ -191,10 +199,10 @@ def prove(path: str, config_file: str | None, *, as_json: bool = False) -> int:
             plant = planter(scratch)
             rows.append({"family": family, "violation": what, "planted": plant})
         result = check_paths([copy_target], copy_config, use_cache=False)
-    red_lines = {(finding.path, finding.line, finding.code[:4]) for finding in result.findings}
+    red_lines = {(finding.path, finding.line, code_family(finding.code)) for finding in result.findings}
     for row in rows:
         plant = row["planted"]
-        row["red"] = plant is not None and (plant.relpath, plant.line, plant.family) in red_lines
+        row["red"] = plant is not None and (plant.relpath, plant.line, row["family"]) in red_lines
     rows.sort(key=lambda row: row["family"])
     planted = [row for row in rows if row["planted"] is not None]
     ok = bool(planted) and all(row["red"] for row in planted)

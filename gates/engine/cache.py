@@ -5,6 +5,8 @@ corral's own version; the key covers all four. A result that read other project 
 `settings.py`, a queue from `app/queues.py`) also records them (`FileResult.dependencies`: stamp and
 content hash) and is served only while each still holds: by stamp, else by content. So a stale entry can
 never be served. One JSON file per settings fingerprint keeps a warm run to one read and at most one write.
+A result's facts are stored in each record's own JSON form (`Fact.to_json`), by kind, and read back by the
+record type registered for the kind (`rules.FACT_KINDS`).
 """
 
 from __future__ import annotations
@@ -15,13 +17,16 @@ from typing import Any, NamedTuple
 
 from corral.gates.config import Config
 from corral.gates.findings import Finding
+from corral.gates.rules import FACT_KINDS
 
 CACHE_DIR = ".corral_cache"
-FORMAT = 1
+# 2: facts are typed records, each stored in its own JSON form.
+FORMAT = 2
 
 
 class FileResult(NamedTuple):
-    """What checking one file produced: its findings and the facts whole-project checks read."""
+    """What checking one file produced: its findings and the facts whole-project checks read (typed
+    records, `rules.base.Fact`, by kind)."""
 
     findings: tuple[Finding, ...] = ()
     facts: dict[str, list[Any]] | None = None
@@ -87,8 +92,8 @@ class Cache:
         try:
             findings, facts, *rest = entry
             dependencies = {name: (int(a), int(b), str(c)) for name, (a, b, c) in (rest[0] if rest else {}).items()}
-            result = FileResult(tuple(Finding(relpath, *finding) for finding in findings), facts or None)
-        except (TypeError, ValueError, AttributeError):
+            result = FileResult(tuple(Finding(relpath, *finding) for finding in findings), _facts_from_json(facts))
+        except (TypeError, ValueError, AttributeError, KeyError):
             return None  # an entry from a damaged cache file is recomputed
         if dependencies:
             from corral.gates.analysis.modules import dependency_holds
@@ -105,7 +110,7 @@ class Cache:
         if hit:
             self.used[key] = self.results[key]
             return
-        entry: list[Any] = [[[f.line, f.col, f.code, f.message] for f in result.findings], result.facts or {}]
+        entry: list[Any] = [[[f.line, f.col, f.code, f.message] for f in result.findings], _facts_to_json(result.facts)]
         if result.dependencies:
             entry.append(result.dependencies)
         self.used[key] = entry
@@ -138,6 +143,15 @@ class Cache:
         except OSError:
             # A read-only checkout still gets checked; it only misses the speed-up next time.
             pass
+
+
+def _facts_to_json(facts: dict[str, list[Any]] | None) -> dict[str, list[Any]]:
+    return {kind: [fact.to_json() for fact in recorded] for kind, recorded in (facts or {}).items()}
+
+
+def _facts_from_json(data: dict[str, list[Any]]) -> dict[str, list[Any]] | None:
+    """The typed records back; KeyError for a kind no check reads, TypeError or ValueError for a damaged one."""
+    return {kind: [FACT_KINDS[kind].from_json(item) for item in recorded] for kind, recorded in data.items()} or None
 
 
 def _source_stamp() -> str:

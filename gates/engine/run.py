@@ -1,4 +1,5 @@
-"""The engine: discover files, prefilter, parse once, run per-file rules, then whole-project checks.
+"""The engine: discover files, prefilter, parse once, run per-file rules, then the registered
+whole-project checks (`rules.PROJECT_CHECKS`) on every file's facts.
 
 Per file the work is pure (bytes and settings in, findings and facts out), which is what lets results be
 cached by content and files be checked in parallel. The prefilter skips the parse for a file that holds
@@ -11,16 +12,16 @@ from __future__ import annotations
 import os
 import sys
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from corral.gates.config import Config
 from corral.gates.engine.cache import Cache, FileResult, Stamp
 from corral.gates.engine.infra.parallel import map_paths
-from corral.gates.findings import FactsByFile, Finding
-from corral.gates.rules.budget_report import budget_check
-from corral.gates.rules.job_report import jobs_report
+from corral.gates.findings import Finding
+from corral.gates.rules import PROJECT_CHECKS, RULES
+from corral.gates.rules.base import EngineCodes
 from corral.gates.source.discovery import iter_files
 from corral.gates.source.parsing import Uncheckable, declares_encoding, decode
 
@@ -29,18 +30,15 @@ if TYPE_CHECKING:
 
     from corral.gates.rules.base import Rule
 
-UNCHECKABLE = "CRL001"
 # Workers cost more than they save below this many files; a walk starts them once it has found this many.
 PARALLEL_THRESHOLD = 200
 
-# A whole-project check reads every file's facts; it returns findings and may add a section to the
-# reports (what `--format json` and the text summaries show beside the findings, e.g. "budget").
-ProjectCheck = Callable[[FactsByFile, Config, dict[str, Any]], list[Finding]]
-PROJECT_CHECKS: list[ProjectCheck] = [jobs_report, budget_check]
 
-
-def _facts_by_file(results: dict[str, FileResult]) -> FactsByFile:
-    return {relpath: result.facts for relpath, result in results.items() if result.facts}
+def run_project_checks(results: Mapping[str, FileResult], config: Config, reports: dict[str, Any]) -> list[Finding]:
+    """Every registered whole-project check on every file's facts, in registry order; each may add its
+    section to `reports`."""
+    facts = {relpath: result.facts for relpath, result in results.items() if result.facts}
+    return [finding for check in PROJECT_CHECKS for finding in check().run(facts, config, reports)]
 
 
 class CheckResult(NamedTuple):
@@ -61,9 +59,6 @@ def relative_path(path: str, root: Path) -> str:
 
 
 def rules_for(relpath: str, config: Config) -> list[type[Rule]]:
-    # The rules (and `ast`) load on first use: a run answered wholly from the cache never needs them.
-    from corral.gates.rules import RULES
-
     is_infra, is_test = config.is_infra(relpath), config.is_test(relpath)
     return [rule for rule in RULES if rule.applies_to(is_infra=is_infra, is_test=is_test)]
 
@@ -128,7 +123,14 @@ def _run_rules(
 
 
 def uncheckable(relpath: str, problem: Uncheckable) -> Finding:
-    return Finding(relpath, problem.line, problem.col, UNCHECKABLE, f"file {problem.reason}; it cannot be checked")
+    message = f"file {problem.reason}; it cannot be checked"
+    return Finding(relpath, problem.line, problem.col, EngineCodes.UNCHECKABLE, message)
+
+
+def unusable_config(relpath: str, error: Exception) -> Finding:
+    """What a per-file front reports on a file whose settings it cannot use (`corral check` stops instead)."""
+    message = f"config error: {error}; corral cannot check this file"
+    return Finding(relpath, 1, 1, EngineCodes.CONFIG_ERROR, message)
 
 
 # What every file's check shares in one run; set before the files are checked, inherited by workers.
@@ -208,9 +210,7 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
         cache.save()
     findings = [finding for result in results.values() for finding in result.findings]
     reports: dict[str, Any] = {}
-    facts = _facts_by_file(results)
-    for project_check in PROJECT_CHECKS:
-        findings.extend(project_check(facts, config, reports))
+    findings.extend(run_project_checks(results, config, reports))
     return CheckResult(config.root, len(outcomes), sorted(findings), results, reports)
 
 
@@ -218,7 +218,5 @@ def check_files(pairs: Iterable[tuple[str, bytes]], config: Config) -> list[Find
     """Findings for in-memory files (relative path, content), whole-project checks included; no cache."""
     results = {relpath: check_source(relpath, data, config) for relpath, data in pairs}
     findings = [finding for result in results.values() for finding in result.findings]
-    facts = _facts_by_file(results)
-    for project_check in PROJECT_CHECKS:
-        findings.extend(project_check(facts, config, {}))
+    findings.extend(run_project_checks(results, config, {}))
     return sorted(findings)

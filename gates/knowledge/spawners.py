@@ -10,12 +10,13 @@ import re
 
 from corral.gates.source.prefilter import Source
 
-THREAD = "CRL101"
-PROCESS = "CRL102"
-EXECUTOR = "CRL103"
-TASK = "CRL104"
-LOOP_METHOD = "CRL105"
-CONFIGURED = "CRL107"
+# The kinds of spawner; the CRL1 rule reports each kind under a code of its own.
+THREAD = "thread"
+PROCESS = "process"
+EXECUTOR = "executor"
+TASK = "task"
+LOOP_METHOD = "loop method"
+CONFIGURED = "configured"
 
 SPAWNERS: dict[str, str] = {
     "threading.Thread": THREAD,
@@ -56,14 +57,15 @@ SPAWNER_MODULES = frozenset(
 )
 
 
-def spawner_code(name: str | None, extra: tuple[str, ...] = ()) -> str | None:
-    """The CRL1 code for a resolved name, or None when it starts nothing."""
+def spawner_kind(name: str | None, extra: tuple[str, ...] = ()) -> str | None:
+    """The kind of spawner a resolved name is (`extra`: the configured `extend-spawners`), or None when it
+    starts nothing."""
     if name is None:
         return None
-    code = SPAWNERS.get(name)
-    if code is None and name in extra:
+    kind = SPAWNERS.get(name)
+    if kind is None and name in extra:
         return CONFIGURED
-    return code
+    return kind
 
 
 def display_name(name: str) -> str:

@@ -21,12 +21,11 @@ from corral.gates.knowledge.spawners import (
     SPAWNER_MODULES,
     display_name,
     imports_spawner_module,
-    spawner_code,
+    spawner_kind,
 )
 from corral.gates.rules.base import Rule
 from corral.gates.source.prefilter import NAME, RELATIVE_IMPORT, WHITESPACE, WORD, Lines, Source, ends_word, starts_word
 
-CODE = "CRL106"
 DYNAMIC_IMPORTS = frozenset({"builtins.__import__", "importlib.import_module", "importlib.__import__"})
 
 # -- the prefilter: a textual over-approximation of what `check` finds ------------------------------------
@@ -189,8 +188,9 @@ _ADVICE = "outside infra; name the API inside an infra helper instead"
 
 
 class HiddenSpawners(Rule, ScopedVisitor):
+    HIDDEN: ClassVar[str] = "CRL106"
     codes: ClassVar[dict[str, str]] = {
-        CODE: "a spawner reached through getattr, a dynamic import or a star import outside infra"
+        HIDDEN: "a spawner reached through getattr, a dynamic import or a star import outside infra"
     }
 
     VALID = (
@@ -272,7 +272,7 @@ class HiddenSpawners(Rule, ScopedVisitor):
         yield from self.found
 
     def _report(self, node: ast.AST, message: str) -> None:
-        self.found.append(self.context.finding(node, CODE, message))
+        self.found.append(self.context.finding(node, self.HIDDEN, message))
 
     def visit_Call(self, node: ast.Call) -> None:
         called = self.resolve(node.func)
@@ -286,7 +286,7 @@ class HiddenSpawners(Rule, ScopedVisitor):
                         node,
                         f"getattr({shown}, <name>) may fetch a spawner the gate cannot see {_ADVICE}",
                     )
-                elif spawner_code(f"{module}.{attribute.value}") is not None:
+                elif spawner_kind(f"{module}.{attribute.value}") is not None:
                     self._report(node, f"getattr({shown}, {attribute.value!r}) hides a spawner {_ADVICE}")
         elif called in DYNAMIC_IMPORTS and node.args:
             target = node.args[0]

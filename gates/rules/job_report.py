@@ -1,32 +1,37 @@
-"""The job kinds report: every job kind of the project with its effective hard timeout and its source.
+"""The jobs report, the whole-project half of the CRL2 rule in `corral.gates.rules.job_timeouts`: every
+job kind of the project with its effective hard timeout and its source.
 
-Built by a whole-project check from the `jobs` facts the CRL2 rule records per file (cached with each
-file's result), it is the `jobs` section of `corral check --format json` and the output of
-`corral jobs --static`, so a team can review every kind's limit in one place, passing ones included.
+Built from the `JobKindFact`s the rule records per file (cached with each file's result), it is the `jobs`
+section of `corral check --format json` and the output of `corral jobs --static`, so a team can review
+every kind's limit in one place, passing ones included. It lives beside the rule's module rather than in
+it so that the rule's body and its report can change apart.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from corral.gates.rules.base import ProjectCheck
+from corral.gates.rules.job_timeouts import JobKindFact, JobTimeouts
 
 if TYPE_CHECKING:
     from corral.gates.config import Config
     from corral.gates.findings import FactsByFile, Finding
 
-REPORT = "jobs"
 
+class JobsReport(ProjectCheck):
+    """The `jobs` section: one entry per job kind, sorted by file and line. It reports no findings (the
+    per-file rule already did, once per kind)."""
 
-def jobs_report(facts: FactsByFile, config: Config, reports: dict[str, Any]) -> list[Finding]:
-    """Add the `jobs` section: one entry per job kind, sorted by file and line. It reports no findings
-    (the per-file rule already did, once per kind)."""
-    kinds: list[dict[str, Any]] = []
-    for relpath, recorded in facts.items():
-        for fact in recorded.get(REPORT, ()):
-            if isinstance(fact, dict):
-                kinds.append({"path": relpath, **fact})
-    kinds.sort(key=lambda kind: (kind["path"], kind.get("line", 0), kind.get("kind", "")))
-    reports[REPORT] = kinds
-    return []
+    rule = JobTimeouts
+    fact = JobKindFact
+    REPORT: ClassVar[str] = "jobs"
+
+    def run(self, facts_by_file: FactsByFile, config: Config, reports: dict[str, Any]) -> list[Finding]:
+        kinds = [{"path": relpath, **fact.to_json()} for relpath, fact in JobKindFact.recorded(facts_by_file)]
+        kinds.sort(key=lambda kind: (kind["path"], kind["line"], kind["kind"]))
+        reports[self.REPORT] = kinds
+        return []
 
 
 def render_jobs(kinds: list[dict[str, Any]]) -> str:

@@ -2,12 +2,14 @@
 
 The kinds and their effective timeouts come from `corral.gates.frameworks` (one module per framework); this
 rule turns failing kinds into findings on the declaring decorator or call, and records every kind as a
-`jobs` fact for the whole-project report (`corral jobs --static`, the json `jobs` section). Its codes,
-examples and prefilter words are the frameworks' own, joined.
+`JobKindFact`. Its project half, `corral.gates.rules.job_report`, reads the facts into the jobs report
+(`corral jobs --static`, the json `jobs` section). Its codes, examples and prefilter words are the
+frameworks' own, joined: a framework with a code of its own declares it beside its knowledge.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from typing import ClassVar
@@ -15,8 +17,8 @@ from typing import ClassVar
 from corral.gates.config import Config
 from corral.gates.findings import Finding
 from corral.gates.frameworks import FRAMEWORKS, job_kinds
-from corral.gates.frameworks.base import UNRESOLVED
-from corral.gates.rules.base import Rule
+from corral.gates.frameworks.base import OTHER, UNRESOLVED
+from corral.gates.rules.base import Fact, Rule
 from corral.gates.source.prefilter import Source
 
 # Every job kind is declared by a decorator or call whose name is written in the file: a method of an app,
@@ -67,7 +69,28 @@ def _names_a_method(data: bytes) -> bool:
     return False
 
 
+@dataclasses.dataclass(frozen=True)
+class JobKindFact(Fact):
+    """One job kind as the jobs report shows it: its effective hard timeout in seconds (None: none
+    proven), where that comes from, and the code it fails with (None when it passes)."""
+
+    KIND: ClassVar[str] = "jobs"
+
+    framework: str
+    kind: str
+    queue: str | None
+    timeout: float | None
+    source: str | None
+    line: int
+    function: str | None
+    code: str | None
+
+
 class JobTimeouts(Rule):
+    """The per-file half of CRL2's timeouts: a finding per failing job kind, a `JobKindFact` per kind."""
+
+    NO_FRAMEWORK_LIMIT: ClassVar[str] = OTHER
+    UNRESOLVED: ClassVar[str] = UNRESOLVED
     codes: ClassVar[dict[str, str]] = {
         **{framework.code: framework.summary for framework in FRAMEWORKS},
         UNRESOLVED: "a job or network timeout the gate cannot resolve statically",
@@ -83,18 +106,15 @@ class JobTimeouts(Rule):
     def check(self) -> Iterator[Finding]:
         context = self.context
         for kind in job_kinds(context):
-            context.add_fact(
-                "jobs",
-                {
-                    "framework": kind.framework,
-                    "kind": kind.name,
-                    "queue": kind.queue,
-                    "timeout": kind.timeout,
-                    "source": kind.source,
-                    "line": kind.node.lineno,
-                    "function": kind.function.name if kind.function is not None else None,
-                    "code": kind.code,
-                },
-            )
+            JobKindFact(
+                framework=kind.framework,
+                kind=kind.name,
+                queue=kind.queue,
+                timeout=kind.timeout,
+                source=kind.source,
+                line=kind.node.lineno,
+                function=kind.function.name if kind.function is not None else None,
+                code=kind.code,
+            ).record(context)
             if kind.code is not None and kind.problem is not None:
                 yield context.finding(kind.node, kind.code, kind.problem)

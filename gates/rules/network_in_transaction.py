@@ -33,7 +33,6 @@ from corral.gates.knowledge.network import NetworkCall, NetworkCalls, lookup_in,
 from corral.gates.rules.base import Rule
 from corral.gates.source.prefilter import Source
 
-CODE = "CRL401"
 DJANGO_ATOMIC = "django.db.transaction.atomic"
 ON_COMMIT = "django.db.transaction.on_commit"
 # Methods that open a transaction when used as a context manager (or decorator), whatever the object.
@@ -63,7 +62,8 @@ def _lambda_scope(node: ast.Lambda, parent: Scope) -> Scope:
 
 
 class NetworkInTransaction(Rule, ScopedVisitor):
-    codes: ClassVar[dict[str, str]] = {CODE: "a network call inside a database transaction"}
+    IN_TRANSACTION: ClassVar[str] = "CRL401"
+    codes: ClassVar[dict[str, str]] = {IN_TRANSACTION: "a network call inside a database transaction"}
     # Infra holding a transaction across a network call drains the pool just the same.
     skips_infra = False
 
@@ -286,4 +286,4 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         else:
             node = found.call
             message = f"{found.api} inside {transaction.shown}; {advice}"
-        self.found.append(self.context.finding(node, CODE, message))
+        self.found.append(self.context.finding(node, self.IN_TRANSACTION, message))

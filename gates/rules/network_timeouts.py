@@ -20,13 +20,12 @@ from corral.gates.analysis.values import StaticValues, Unresolved
 from corral.gates.config import Config
 from corral.gates.findings import Finding
 from corral.gates.frameworks import job_kinds
-from corral.gates.frameworks.base import UNRESOLVED, JobKind, keyword
+from corral.gates.frameworks.base import JobKind, keyword
 from corral.gates.knowledge.network import CALLS, CLIENTS, NetworkCall, NetworkCalls, might_call_network
 from corral.gates.rules.base import Rule
 from corral.gates.rules.job_timeouts import might_declare_jobs
 from corral.gates.source.prefilter import Source
 
-CODE = "CRL210"
 # Library defaults in seconds, for a call (or client) given no timeout; None: no timeout at all.
 DEFAULTS: dict[str, float | None] = {"httpx": 5.0, "aiohttp": 300.0}
 # A requests.Session has no timeout of its own: each call needs its own.
@@ -38,8 +37,12 @@ AIOHTTP_TIMEOUTS = frozenset({"aiohttp.ClientTimeout", "aiohttp.client.ClientTim
 
 
 class NetworkTimeouts(Rule):
+    NO_TIMEOUT: ClassVar[str] = "CRL210"
+    # Shared with `JobTimeouts`, with the same summary: a timeout the gate cannot read.
+    UNRESOLVED: ClassVar[str] = "CRL204"
     codes: ClassVar[dict[str, str]] = {
-        CODE: "a network call inside a job without a timeout shorter than the job's",
+        NO_TIMEOUT: "a network call inside a job without a timeout shorter than the job's",
+        UNRESOLVED: "a job or network timeout the gate cannot resolve statically",
     }
 
     VALID = (
@@ -111,18 +114,19 @@ class NetworkTimeouts(Rule):
             seconds = self._seconds(expression, scope)
         if isinstance(seconds, Unresolved):
             self.reported.add(id(where))
-            yield self.context.finding(where, UNRESOLVED, f"{label} timeout {seconds}")
+            yield self.context.finding(where, self.UNRESOLVED, f"{label} timeout {seconds}")
             return
         job = kind.timeout
         if seconds is None:
             self.reported.add(id(where))
             against = f" (job {kind.name!r} times out after {_shown(job)} s)" if job is not None else ""
-            yield self.context.finding(where, CODE, f"{label} without a timeout inside job {kind.name!r}{against}")
+            message = f"{label} without a timeout inside job {kind.name!r}{against}"
+            yield self.context.finding(where, self.NO_TIMEOUT, message)
         elif job is not None and seconds >= job:
             self.reported.add(id(where))
             yield self.context.finding(
                 where,
-                CODE,
+                self.NO_TIMEOUT,
                 f"{label} timeout {_shown(seconds)} s is not shorter than the {_shown(job)} s timeout "
                 f"of job {kind.name!r}",
             )

@@ -14,19 +14,14 @@ from corral.gates.analysis.context import FileContext
 from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning
 from corral.gates.config import Config
 from corral.gates.findings import Finding
+from corral.gates.knowledge import spawners
 from corral.gates.knowledge.spawners import (
-    CONFIGURED,
-    EXECUTOR,
-    LOOP_METHOD,
-    PROCESS,
     SPAWNER_NAMES,
     SPAWNERS,
-    TASK,
-    THREAD,
     display_name,
     imports_spawner_module,
     may_import,
-    spawner_code,
+    spawner_kind,
 )
 from corral.gates.rules.base import Rule
 from corral.gates.source.prefilter import Source
@@ -35,6 +30,12 @@ ADVICE = "outside infra; enqueue a job or call an infra helper instead"
 
 
 class UnmanagedConcurrency(Rule, ScopedVisitor):
+    THREAD: ClassVar[str] = "CRL101"
+    PROCESS: ClassVar[str] = "CRL102"
+    EXECUTOR: ClassVar[str] = "CRL103"
+    TASK: ClassVar[str] = "CRL104"
+    LOOP_METHOD: ClassVar[str] = "CRL105"
+    CONFIGURED: ClassVar[str] = "CRL107"
     codes: ClassVar[dict[str, str]] = {
         THREAD: "a thread started outside infra",
         PROCESS: "a process forked or started outside infra",
@@ -42,6 +43,15 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         TASK: "a fire-and-forget asyncio task outside infra",
         LOOP_METHOD: "create_task or run_in_executor on an event loop outside infra",
         CONFIGURED: "a spawner named in extend-spawners outside infra",
+    }
+    # The code each kind of spawner in `knowledge.spawners` is reported under.
+    CODE_FOR_KIND: ClassVar[dict[str, str]] = {
+        spawners.THREAD: THREAD,
+        spawners.PROCESS: PROCESS,
+        spawners.EXECUTOR: EXECUTOR,
+        spawners.TASK: TASK,
+        spawners.LOOP_METHOD: LOOP_METHOD,
+        spawners.CONFIGURED: CONFIGURED,
     }
     # Every finding's line (an alias's too, where it is bound) names the API itself as a whole word, and
     # the file's imports name the package the API comes from (`spawners.SPAWNER_NAMES`).
@@ -89,6 +99,11 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         """
         import threading
         threading.Thread(target=work).start()  # error: 1 CRL101 "threading.Thread"
+        """,
+        """
+        # corral-config: extend-spawners = ["gevent.spawn"]
+        import gevent
+        gevent.spawn(work)  # error: 1 CRL107 "gevent.spawn outside infra"
         """,
         """
         from threading import Thread  # error: 23 CRL101 "threading.Thread"
@@ -145,10 +160,17 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
             alias
             for scope in (context.names.root, *context.names.scopes.values())
             for alias, target in scope.bindings.items()
-            if spawner_code(target, self.extra) is not None
+            if spawner_kind(target, self.extra) is not None
         )
         ScopedVisitor.__init__(self, context.names, lines_mentioning(context.text, words))
         self.found: list[Finding] = []
+
+    @classmethod
+    def code_for(cls, name: str | None, extra: tuple[str, ...] = ()) -> str | None:
+        """The code a reference to the resolved `name` is reported under (`extra`: the configured
+        `extend-spawners`), or None when it starts nothing."""
+        kind = spawner_kind(name, extra)
+        return None if kind is None else cls.CODE_FOR_KIND[kind]
 
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:
@@ -174,7 +196,7 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         if not isinstance(node.ctx, ast.Load):
             return False
         name = self.resolve(node)
-        code = spawner_code(name, self.extra)
+        code = self.code_for(name, self.extra)
         if code is None or name is None:
             return False
         self._report(node, name, code)
@@ -191,6 +213,6 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         origin = self.names.absolute_module(node.level, node.module)
         for alias in node.names:
             name = f"{origin}.{alias.name}"
-            code = spawner_code(name, self.extra)
+            code = self.code_for(name, self.extra)
             if code is not None:
                 self._report(alias, name, code)

@@ -103,8 +103,7 @@ def read_expectations(source: str) -> Expectations:
             if not (in_header and stripped.startswith("#")):
                 raise ValueError(f"line {number}: `corral-config` belongs in the comments that open the file")
             option_lines.setdefault(option["variant"], []).append(option["toml"])
-            continue
-        if stripped and not stripped.startswith("#"):
+        elif stripped and not stripped.startswith("#"):
             in_header = False
         for marker in MARKER.finditer(line):
             marked.setdefault(marker["variant"], []).extend(_parse_marker(line, marker.end(), number))

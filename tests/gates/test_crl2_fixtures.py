@@ -51,7 +51,7 @@ def test_every_framework_default_is_exercised() -> None:
     exercised = set()
     for fixture in STRICT_FIXTURES:
         facts = check_source(f"app/{fixture.name}", fixture.read_bytes(), CONFIG).facts or {}
-        exercised |= {fact["framework"] for fact in facts["jobs"] if fact["source"] == DEFAULT}
+        exercised |= {fact.framework for fact in facts["jobs"] if fact.source == DEFAULT}
     assert exercised == with_default
 
 

@@ -37,7 +37,7 @@ def test_every_framework_module_is_listed_once() -> None:
 
 def _declared_frameworks(fixture: Path) -> set[str]:
     facts = check_source(f"app/{fixture.name}", fixture.read_bytes(), CONFIG).facts
-    return {str(fact["framework"]) for fact in facts.get("jobs", ())}
+    return {str(fact.framework) for fact in facts.get("jobs", ())}
 
 
 def test_every_framework_has_a_fixture_declaring_its_kinds() -> None:

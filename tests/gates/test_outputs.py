@@ -15,7 +15,9 @@ import yaml
 from conftest import run_corral
 from corral.gates.engine.run import CheckResult
 from corral.gates.findings import Finding
-from corral.gates.outputs.formats import render_github, render_junit, render_markdown
+from corral.gates.outputs.github import render_github
+from corral.gates.outputs.junit import render_junit
+from corral.gates.outputs.markdown import render_markdown
 from corral.gates.rules import CODES
 
 REPO = Path(__file__).resolve().parents[2]

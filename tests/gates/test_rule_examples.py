@@ -1,27 +1,47 @@
-"""Every rule's VALID and INVALID examples, run as test cases (Fixit style)."""
+"""Every rule's VALID and INVALID examples, and the engine's own, run as test cases (Fixit style).
+
+An example is read like a fixture (`expectations.py`): `# error: COL CODE "fragment"` on the lines it
+reports, and `# corral-config: ...` header lines for the settings it is checked with.
+"""
 
 from __future__ import annotations
 
 import pytest
-from corral.gates.engine.run import check_files
+from corral.gates.config import ConfigError
+from corral.gates.engine.run import check_files, unusable_config
+from corral.gates.findings import Finding
 from corral.gates.rules import CODES, RULES
-from expectations import example_source, mismatches, read_expectations
+from corral.gates.rules.base import EngineCodes
+from expectations import Expectations, example_source, mismatches, read_expectations
+
+RELPATH = "app/module.py"
+DECLARATIONS = (EngineCodes, *RULES)
 
 CASES = [
-    pytest.param(rule, kind, example, id=f"{rule.__name__}-{kind}-{index}")
-    for rule in RULES
-    for kind, examples in (("valid", rule.VALID), ("invalid", rule.INVALID))
+    pytest.param(declaration, kind, example, id=f"{declaration.__name__}-{kind}-{index}")
+    for declaration in DECLARATIONS
+    for kind, examples in (("valid", declaration.VALID), ("invalid", declaration.INVALID))
     for index, example in enumerate(examples)
 ]
 
 
-@pytest.mark.parametrize(("rule", "kind", "example"), CASES)
-def test_example(rule: type, kind: str, example: str) -> None:
+def example_findings(source: str, expectations: Expectations, variant: str | None) -> list[Finding]:
+    """The findings on the example, as a front checking it alone reports them (settings it cannot use are
+    the flake8 front's CRL000)."""
+    try:
+        config = expectations.config(variant)
+    except ConfigError as error:
+        return [unusable_config(RELPATH, error)]
+    return check_files([(RELPATH, source.encode())], config)
+
+
+@pytest.mark.parametrize(("declaration", "kind", "example"), CASES)
+def test_example(declaration: type, kind: str, example: str) -> None:
     source = example_source(example)
     expectations = read_expectations(source)
+    own_codes = set(declaration.codes)
     for variant in expectations.variants:
-        findings = check_files([("app/module.py", source.encode())], expectations.config(variant))
-        own = [finding for finding in findings if finding.code in rule.codes]
+        own = [finding for finding in example_findings(source, expectations, variant) if finding.code in own_codes]
         assert mismatches(own, expectations.findings(variant)) == [], variant
     if kind == "invalid":
         assert expectations, "an INVALID example must mark at least one line"
@@ -30,7 +50,7 @@ def test_example(rule: type, kind: str, example: str) -> None:
 
 
 def test_every_rule_documents_its_codes() -> None:
-    for rule in RULES:
-        assert rule.VALID and rule.INVALID, rule.__name__
-        for code, summary in rule.codes.items():
+    for declaration in DECLARATIONS:
+        assert declaration.VALID and declaration.INVALID, declaration.__name__
+        for code, summary in declaration.codes.items():
             assert CODES[code] == summary

@@ -17,7 +17,7 @@ import pytest
 from corral.gates.config import Config
 from corral.gates.frameworks import corral as corral_framework
 from corral.gates.rules import connection_budget
-from corral.gates.rules.budget_report import RUNTIME_DEFAULTS
+from corral.gates.rules.connection_budget import RUNTIME_DEFAULTS
 from corral.runtime import ConfigError, Queue, Runtime
 
 

@@ -1,0 +1,24 @@
+"""`--format github`: GitHub Actions workflow commands, which GitHub shows on the diff."""
+
+from __future__ import annotations
+
+from corral.gates.engine.run import CheckResult
+from corral.gates.outputs.shared import summary
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(result: CheckResult) -> str:
+    """One `::error` per finding, then the summary line."""
+    lines = [
+        f"::error file={_escape_property(f.path)},line={f.line},col={f.col},title={_escape_property(f.code)}"
+        f"::{_escape_data(f.message)}"
+        for f in result.findings
+    ]
+    return "\n".join([*lines, summary(result)]) + "\n"

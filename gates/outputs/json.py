@@ -1,0 +1,18 @@
+"""`--format json`: the findings and the whole-project checks' report sections, as one JSON document."""
+
+from __future__ import annotations
+
+import json
+
+from corral.gates.engine.run import CheckResult
+
+
+def render_json(result: CheckResult) -> str:
+    document = {
+        "version": 1,
+        "root": str(result.root),
+        "files": result.files,
+        "findings": [finding.as_dict() for finding in result.findings],
+        **result.reports,
+    }
+    return json.dumps(document, indent=2) + "\n"
