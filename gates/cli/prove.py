@@ -176,8 +176,18 @@ PLANTERS: list[tuple[str, str, Planter]] = [
 
 
 def _copy_project(root: Path, destination: Path) -> None:
+    # A root that holds the temporary directory (a project under /tmp with no configuration of its own)
+    # would otherwise copy the copy into itself until the disk is full.
+    scratch = destination.parent
+
     def ignore(directory: str, names: list[str]) -> set[str]:
-        return {name for name in names if name in SKIPPED_DIRS or (Path(directory) / name / "pyvenv.cfg").exists()}
+        return {
+            name
+            for name in names
+            if name in SKIPPED_DIRS
+            or (Path(directory) / name / "pyvenv.cfg").exists()
+            or Path(directory) / name == scratch
+        }
 
     shutil.copytree(root, destination, ignore=ignore, symlinks=True)
 
@@ -188,7 +198,7 @@ def prove(path: str, config_file: str | None, *, as_json: bool = False) -> int:
     if not target.exists():
         raise FileNotFoundError(path)
     with tempfile.TemporaryDirectory(prefix="corral-prove-") as scratch_dir:
-        copy = Path(scratch_dir) / "project"
+        copy = Path(scratch_dir).resolve() / "project"
         _copy_project(config.root, copy)
         copy_config = config._replace(root=copy, source=copy / config.source.name if config.source else None)
         copy_target = str(copy / target.relative_to(config.root)) if target != config.root else str(copy)

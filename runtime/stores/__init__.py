@@ -9,13 +9,14 @@ records (:mod:`.protocol`) and, for the SQL stores, the ``.sql`` file loader (:m
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from corral.runtime.errors import ConfigError, StoreUnavailable
 from corral.runtime.stores.memory import MemoryStore
 from corral.runtime.stores.protocol import Store
 from corral.runtime.stores.sqlite import SqliteStore
 
-__all__ = ["open_store"]
+__all__ = ["SCHEMES", "Scheme", "open_store"]
 
 
 def _postgres(url: str, max_conns: int) -> Store:
@@ -28,12 +29,21 @@ def _postgres(url: str, max_conns: int) -> Store:
     return PostgresStore.from_url(url, max_size=max_conns)
 
 
-# URL prefix -> how to open it. Any ``sqlite:`` URL goes to the SQLite store, which names the
-# spellings it accepts when it refuses one.
-_SCHEMES: tuple[tuple[tuple[str, ...], Callable[[str, int], Store]], ...] = (
-    (("sqlite:",), lambda url, max_conns: SqliteStore.from_url(url)),
-    (("postgresql://", "postgres://"), _postgres),
-    (("memory://",), lambda url, max_conns: MemoryStore.from_url(url)),
+class Scheme(NamedTuple):
+    """One store's URLs: its name (its folder under stores/; the conformance suite runs every one), the
+    prefixes it answers, an example URL for messages, and how to open it (url, max_conns)."""
+
+    name: str
+    prefixes: tuple[str, ...]
+    example: str
+    open: Callable[[str, int], Store]
+
+
+# Any ``sqlite:`` URL goes to the SQLite store, which names the spellings it accepts when it refuses one.
+SCHEMES: tuple[Scheme, ...] = (
+    Scheme("sqlite", ("sqlite:",), "sqlite:///path.db", lambda url, max_conns: SqliteStore.from_url(url)),
+    Scheme("postgres", ("postgresql://", "postgres://"), "postgresql://user@host/database", _postgres),
+    Scheme("memory", ("memory://",), "memory://", lambda url, max_conns: MemoryStore.from_url(url)),
 )
 
 
@@ -41,12 +51,11 @@ def open_store(store: str | Store, *, max_conns: int = 40) -> Store:
     """Turn a store URL (``sqlite:///path.db``, ``postgresql://...``, ``memory://``) into a
     :class:`Store`; pass a Store through. A PostgreSQL URL gets a pool of ``max_conns`` connections."""
     if isinstance(store, str):
-        for prefixes, opener in _SCHEMES:
-            if store.startswith(prefixes):
-                return opener(store, max_conns)
-        raise StoreUnavailable(
-            f"unsupported store URL {store!r}: use sqlite:///path.db or postgresql://user@host/database"
-        )
+        for scheme in SCHEMES:
+            if store.startswith(scheme.prefixes):
+                return scheme.open(store, max_conns)
+        *others, last = (scheme.example for scheme in SCHEMES)
+        raise StoreUnavailable(f"unsupported store URL {store!r}: use {', '.join(others)} or {last}")
     if not isinstance(store, Store):
         raise ConfigError(f"store must be a URL or a Store, got {type(store).__name__}")
     return store

@@ -186,3 +186,9 @@ def rule_fixture_folders() -> list[Path]:
         if folder.is_dir()
         and any(read_expectations(file.read_text("utf-8", "replace")) for file in folder.rglob("*.py"))
     )
+
+
+def assert_matches(findings: Iterable[Finding], expected: Iterable[Expected], where: object = "") -> None:
+    """Fail with every mismatch, one a line (pytest's own diff of two lists would cut them short)."""
+    problems = mismatches(findings, expected)
+    assert not problems, f"{where}\n" + "\n".join(problems)

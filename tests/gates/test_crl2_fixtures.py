@@ -9,7 +9,7 @@ from corral.gates.config import Config
 from corral.gates.engine.run import check_source
 from corral.gates.frameworks import FRAMEWORKS
 from corral.gates.frameworks.base import DEFAULT
-from expectations import FIXTURES, example_source, mismatches, read_expectations
+from expectations import FIXTURES, assert_matches, example_source, read_expectations
 
 FIXTURE_FILES = sorted((FIXTURES / "crl2").glob("*.py"))
 CONFIG = Config(root=Path("/project"))
@@ -40,7 +40,7 @@ def test_strict_mode_rejects_framework_defaults(fixture: Path) -> None:
     config = expectations.config("strict")
     assert config.strict
     strict = check_source(f"app/{fixture.name}", source.encode(), config)
-    assert mismatches(strict.findings, expectations.findings("strict")) == []
+    assert_matches(strict.findings, expectations.findings("strict"), fixture.name)
     defaults = expectations.per_variant["strict"]
     assert defaults and all(want.code == "CRL203" and "strict mode" in want.fragment for want in defaults)
 

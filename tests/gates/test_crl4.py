@@ -16,7 +16,7 @@ from corral.gates.knowledge.network import NetworkCalls, might_call_network
 from corral.gates.rules import CODES
 from corral.gates.rules.network_in_transaction import NetworkInTransaction
 from corral.gates.source.prefilter import Source
-from expectations import FIXTURES, example_source, mismatches, read_expectations
+from expectations import FIXTURES, assert_matches, example_source, read_expectations
 from hypothesis import HealthCheck, given, settings
 
 CONFIG = Config(root=Path("/project"))
@@ -34,7 +34,7 @@ def test_infra_is_judged_and_tests_are_exempt(fixture: Path) -> None:
     expectations = read_expectations(fixture.read_text())
     config = expectations.config()
     infra = check_source(f"app/infra/{fixture.name}", data, config).findings
-    assert mismatches(infra, expectations.findings()) == []
+    assert_matches(infra, expectations.findings())
     for relpath in (f"tests/{fixture.name}", f"app/test_{fixture.name}", f"app/tests/{fixture.name}"):
         assert check_source(relpath, data, config).findings == ()
 

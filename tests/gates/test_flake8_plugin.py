@@ -14,7 +14,7 @@ from conftest import run_corral
 from corral.gates.config import load_config
 from corral.gates.engine.run import check_paths
 from corral.gates.findings import Finding
-from expectations import mismatches, read_expectations, rule_fixture_folders
+from expectations import assert_matches, read_expectations, rule_fixture_folders
 
 FLAKE8 = str(Path(sys.executable).parent / "flake8")
 # flake8 prints each finding as path, line, column, code and message, tab-separated.
@@ -104,7 +104,7 @@ def test_flake8_matches_corral_check_on_fixtures(fixtures: Path, tmp_path: Path)
             if not any(want.accepts(finding) for finding in project if finding.path == relpath)
         ]
         reported = [Finding(*found) for found in from_flake8 if found[0] == relpath]
-        assert mismatches(reported, expected) == [], relpath
+        assert_matches(reported, expected, relpath)
     assert {found[0] for found in from_flake8} <= relpaths
 
 

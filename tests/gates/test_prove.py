@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import run_corral
@@ -59,3 +62,24 @@ def test_config_errors_exit_2(project) -> None:
     completed = run_corral("prove", cwd=root)
     assert completed.returncode == 2
     assert "bogus" in completed.stderr
+
+
+def test_a_root_holding_the_temporary_directory_is_copied_once(tmp_path: Path) -> None:
+    """With no configuration the root is the working directory; when that holds the system's temporary
+    directory (a project in /tmp), the scratch copy must not copy itself into itself."""
+    root = tmp_path / "work"
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "models.py").write_text("import requests\nfrom django.db import transaction\n")
+    scratch = root / "tmp"
+    scratch.mkdir()
+    completed = subprocess.run(
+        [sys.executable, "-m", "corral.gates", "prove", "."],
+        cwd=root,
+        env={**os.environ, "TMPDIR": str(scratch)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "CRL4" in completed.stdout and "red" in completed.stdout
+    assert list(scratch.iterdir()) == []

@@ -12,7 +12,7 @@ from corral.gates.engine.run import check_files, unusable_config
 from corral.gates.findings import Finding
 from corral.gates.rules import CODES, RULES
 from corral.gates.rules.base import EngineCodes
-from expectations import Expectations, example_source, mismatches, read_expectations
+from expectations import Expectations, assert_matches, example_source, read_expectations
 
 RELPATH = "app/module.py"
 DECLARATIONS = (EngineCodes, *RULES)
@@ -42,7 +42,7 @@ def test_example(declaration: type, kind: str, example: str) -> None:
     own_codes = set(declaration.codes)
     for variant in expectations.variants:
         own = [finding for finding in example_findings(source, expectations, variant) if finding.code in own_codes]
-        assert mismatches(own, expectations.findings(variant)) == [], variant
+        assert_matches(own, expectations.findings(variant), variant)
     if kind == "invalid":
         assert expectations, "an INVALID example must mark at least one line"
     else:

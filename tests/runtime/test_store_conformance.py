@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from corral.runtime import ConfigError
+from corral.runtime.stores import SCHEMES
 from corral.runtime.stores.memory import MemoryStore
 from corral.runtime.stores.postgres import PostgresStore
 from corral.runtime.stores.protocol import (
@@ -38,12 +39,21 @@ SHORT = 0.05  # a lease or a period that the test then waits out
 PAST_SHORT = 0.25  # comfortably past SHORT, even on a loaded machine
 
 
-@pytest.fixture(params=["sqlite", "postgresql", "memory"])
+# Every store the scheme registry knows, by its scheme's name (test_every_scheme_is_in_the_suite holds
+# the registry and this list together).
+CONFORMANCE_STORES = ["sqlite", "postgres", "memory"]
+
+
+def test_every_scheme_is_in_the_suite() -> None:
+    assert sorted(scheme.name for scheme in SCHEMES) == sorted(CONFORMANCE_STORES)
+
+
+@pytest.fixture(params=CONFORMANCE_STORES)
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
     """How to build the store under test (inside the test's event loop: a pool belongs to its loop)."""
     if request.param == "sqlite":
         return lambda: SqliteStore(path=tmp_path / "jobs.db")
-    if request.param == "postgresql":
+    if request.param == "postgres":
         url = request.getfixturevalue("pg").url
         return lambda: PostgresStore(url, max_size=4, min_size=1)
     return MemoryStore

@@ -14,13 +14,15 @@ from typing import Any
 
 import pytest
 from corral.runtime import ConfigError, JobContext, Queue, Runtime, StoreUnavailable
-from corral.runtime.stores import open_store
+from corral.runtime.stores import SCHEMES, open_store
 from corral.runtime.stores.memory import MemoryStore
 from corral.runtime.stores.postgres import PostgresStore
+from corral.runtime.stores.protocol import Store
 from corral.runtime.stores.sqlite import SqliteStore
 from runtime_helpers import PostgresBackend
 
 REPO = Path(__file__).resolve().parents[2]
+STORES = REPO / "runtime" / "stores"
 
 # -- the scheme registry --------------------------------------------------------------------------
 
@@ -39,6 +41,13 @@ def test_open_store_maps_each_scheme_to_its_store(url: str, store_type: type) ->
     assert type(open_store(url)) is store_type
 
 
+def test_every_store_folder_has_a_scheme_and_every_scheme_opens_its_example() -> None:
+    folders = {path.parent.name for path in STORES.glob("*/__init__.py")}
+    assert folders == {scheme.name for scheme in SCHEMES}
+    for scheme in SCHEMES:
+        assert isinstance(open_store(scheme.example), Store), scheme.name
+
+
 def test_open_store_passes_a_store_through_and_sizes_an_owned_pool() -> None:
     store = MemoryStore()
     assert open_store(store) is store
@@ -47,8 +56,9 @@ def test_open_store_passes_a_store_through_and_sizes_an_owned_pool() -> None:
 
 
 def test_open_store_refuses_unknown_schemes_and_bad_sqlite_urls() -> None:
-    with pytest.raises(StoreUnavailable, match="unsupported store URL 'redis://localhost'"):
+    with pytest.raises(StoreUnavailable, match="unsupported store URL 'redis://localhost'") as refused:
         open_store("redis://localhost")
+    assert all(scheme.example in str(refused.value) for scheme in SCHEMES)
     with pytest.raises(StoreUnavailable, match="not a sqlite URL"):
         open_store("sqlite:jobs.db")
     with pytest.raises(StoreUnavailable, match="names no file"):
