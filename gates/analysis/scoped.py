@@ -1,7 +1,10 @@
-"""The scoped walker every rule uses, and the line filter that lets it visit only the statements it needs.
+"""The scoped walker every rule and analysis uses, and the line filter that lets it visit only the statements it needs.
 
-A `ScopedVisitor` is an `ast.NodeVisitor` that knows the scope of every node and never looks inside type
-annotations or `if TYPE_CHECKING:` blocks, code that never runs.
+A `ScopedVisitor` is an `ast.NodeVisitor` that knows the scope of every node (the scopes of
+`corral.gates.analysis.names`: decorators, defaults, bases and a comprehension's first iterable run in the
+enclosing scope; a function's, class's, lambda's or comprehension's own parts in its scope) and never
+looks inside type annotations or `if TYPE_CHECKING:` blocks, code that never runs. `scoped_nodes` is the
+same walk as a list, for the analyses that index a module's bindings.
 """
 
 from __future__ import annotations
@@ -10,9 +13,10 @@ import ast
 import functools
 import re
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import ClassVar
 
-from corral.gates.analysis.names import LOCAL, ModuleNames, Scope, arguments_of, is_type_checking_test
+from corral.gates.analysis.names import Comprehension, ModuleNames, Scope, is_type_checking_test
 
 
 class ScopedVisitor(ast.NodeVisitor):
@@ -21,6 +25,10 @@ class ScopedVisitor(ast.NodeVisitor):
     With `lines`, only statements that span one of those lines are visited: a rule that knows which words
     its findings need (an API's name, an alias bound to it) visits a handful of statements, not the module.
     """
+
+    # Whether `if TYPE_CHECKING:` bodies are walked: they never run, but what they declare a name to hold
+    # (`client: httpx.Client`) holds where the name is used.
+    enters_type_checking: ClassVar[bool] = False
 
     def __init__(self, names: ModuleNames, lines: Sequence[int] | None = None) -> None:
         self.names = names
@@ -80,10 +88,27 @@ class ScopedVisitor(ast.NodeVisitor):
         for expression in (*node.args.defaults, *node.args.kw_defaults):
             if expression is not None:
                 self.visit(expression)
-        inner = Scope(parent=self.scope)
-        for argument in arguments_of(node.args):
-            inner.bind(argument.arg, LOCAL)
-        self._visit_in_scope(inner, [node.body])
+        self._visit_in_scope(self.names.expression_scope(node, self.scope), [node.body])
+
+    def _visit_comprehension(self, node: Comprehension, elements: Sequence[ast.expr]) -> None:
+        # In the fields' order; only the first iterable is evaluated where the comprehension is written.
+        inner = self.names.expression_scope(node, self.scope)
+        first, *rest = node.generators
+        self._visit_in_scope(inner, [*elements, first.target])
+        self.visit(first.iter)
+        self._visit_in_scope(inner, [*first.ifs, *rest])
+
+    def visit_ListComp(self, node: ast.ListComp) -> None:
+        self._visit_comprehension(node, [node.elt])
+
+    def visit_SetComp(self, node: ast.SetComp) -> None:
+        self._visit_comprehension(node, [node.elt])
+
+    def visit_GeneratorExp(self, node: ast.GeneratorExp) -> None:
+        self._visit_comprehension(node, [node.elt])
+
+    def visit_DictComp(self, node: ast.DictComp) -> None:
+        self._visit_comprehension(node, [node.key, node.value])
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         for expression in (*node.decorator_list, *node.bases, *node.keywords):
@@ -99,10 +124,32 @@ class ScopedVisitor(ast.NodeVisitor):
             self.visit(node.value)
 
     def visit_If(self, node: ast.If) -> None:
-        if is_type_checking_test(node.test, self.names, self.scope):
+        if not self.enters_type_checking and is_type_checking_test(node.test, self.names, self.scope):
             self._visit_in_scope(self.scope, node.orelse)
             return
         self.generic_visit(node)
+
+
+class _EveryNode(ScopedVisitor):
+    enters_type_checking = True
+
+    def __init__(self, names: ModuleNames) -> None:
+        super().__init__(names)
+        self.found: list[tuple[ast.AST, Scope]] = []
+
+    def visit(self, node: ast.AST) -> None:
+        self.found.append((node, self.scope))
+        super().visit(node)
+
+
+def scoped_nodes(tree: ast.Module, names: ModuleNames) -> Iterator[tuple[ast.AST, Scope]]:
+    """Every node of the module a `ScopedVisitor` walks, in source order, with the scope it runs in, for
+    the analyses that index what names are bound to. `if TYPE_CHECKING:` bodies are included (what they
+    declare holds), annotations are not: an index reads a parameter's or a variable's annotation from its
+    function or assignment. A binding lands in `scope.home(name)`, not always `scope`."""
+    walker = _EveryNode(names)
+    walker.visit(tree)
+    return iter(walker.found)
 
 
 def lines_mentioning(text: str, words: Iterable[str]) -> list[int]:
