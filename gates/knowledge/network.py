@@ -259,6 +259,30 @@ class NetworkCalls:
                     kinds.append(kind)
         return clients
 
+    @cached_property
+    def calls_bound(self) -> dict[Scope, dict[str, list[ast.Call]]]:
+        """The calls each scope binds names to (`c = make_client(timeout=5)`, `with httpx.Client() as c`),
+        in source order: where a client method's timeout comes from when the call gives none."""
+        bound: dict[Scope, dict[str, list[ast.Call]]] = {}
+        for node, scope in scoped_nodes(self.tree, self.names):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        bound.setdefault(scope.home(target.id), {}).setdefault(target.id, []).append(node.value)
+            elif (
+                isinstance(node, ast.withitem)
+                and isinstance(node.context_expr, ast.Call)
+                and isinstance(node.optional_vars, ast.Name)
+            ):
+                name = node.optional_vars.id
+                bound.setdefault(scope.home(name), {}).setdefault(name, []).append(node.context_expr)
+        return bound
+
+    def construction(self, name: str, scope: Scope) -> ast.Call | None:
+        """The first call `scope` itself binds `name` to (enclosing scopes are not consulted), or None."""
+        calls = self.calls_bound.get(scope, {}).get(name)
+        return calls[0] if calls else None
+
     def classify(self, call: ast.Call, scope: Scope) -> NetworkCall | None:
         """The network call `call` is, seen from `scope`, or None when it is not one the gate knows."""
         func = call.func
