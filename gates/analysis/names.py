@@ -62,7 +62,7 @@ class Scope:
     land in, and their references read, the module's or the enclosing function's scope.
     """
 
-    __slots__ = ("bindings", "declared", "is_class", "is_comprehension", "parent")
+    __slots__ = ("bindings", "declared", "is_class", "is_comprehension", "parent", "sites")
 
     def __init__(self, parent: Scope | None, *, is_class: bool = False, is_comprehension: bool = False) -> None:
         self.parent = parent
@@ -70,6 +70,8 @@ class Scope:
         self.is_comprehension = is_comprehension
         self.bindings: dict[str, str] = {}
         self.declared: dict[str, bool] | None = None
+        # (name, node) for every binding the pre-pass met, in its order: see `sites_of`.
+        self.sites: list[tuple[str, ast.AST]] = []
 
     def declare(self, names: list[str], *, is_global: bool) -> None:
         """`global names` or `nonlocal names` in this body (Python requires it before their first use)."""
@@ -111,13 +113,22 @@ class Scope:
             scope = scope.parent
         return nearest if nearest is not None else self
 
-    def bind(self, name: str, target: str) -> None:
-        """Record that this body binds `name` to `target`. Flow-insensitive: a known target is never
-        replaced by `LOCAL`, so rebinding a name to an unknown value cannot hide an API."""
+    def bind(self, name: str, target: str, site: ast.AST) -> None:
+        """Record that this body binds `name` to `target` at `site`. Flow-insensitive: a known target is
+        never replaced by `LOCAL`, so rebinding a name to an unknown value cannot hide an API."""
         scope = self if self.declared is None else self.home(name)
+        scope.sites.append((name, site))
         if target == LOCAL and scope.bindings.get(name, LOCAL) != LOCAL:
             return
         scope.bindings[name] = target
+
+    def sites_of(self, name: str) -> list[ast.AST]:
+        """Every node that binds `name` in this body, as the pre-pass met them (statement order, a `try`'s
+        handlers after its other blocks): an `alias` of an import, a function or class, a parameter's
+        `arg`, the assignment, loop, `with` or handler that binds it, the `case` that captures it, the
+        `for` clause of a comprehension.
+        With `binder`, all the candidate bindings a reference sees: `scope.binder(name).sites_of(name)`."""
+        return [site for bound, site in self.sites if bound == name]
 
     def binder(self, name: str, known: Mapping[Scope, Container[str]] | None = None) -> Scope | None:
         """The scope whose binding of `name` a reference made in this body sees, None for a builtin or an
@@ -202,11 +213,11 @@ class ModuleNames:
             if isinstance(node, ast.Lambda):
                 scope = Scope(parent)
                 for argument in arguments_of(node.args):
-                    scope.bind(argument.arg, LOCAL)
+                    scope.bind(argument.arg, LOCAL, argument)
             else:
                 scope = Scope(parent, is_comprehension=True)
                 for generator in node.generators:
-                    self._bind_targets(generator.target, scope)
+                    self._bind_targets(generator.target, scope, generator)
             self._expression_scopes[node] = scope
         return scope
 
@@ -242,30 +253,31 @@ class ModuleNames:
         if isinstance(statement, ast.Import):
             for alias in statement.names:
                 if alias.asname:
-                    scope.bind(alias.asname, alias.name)
+                    scope.bind(alias.asname, alias.name, alias)
                 else:
                     head = alias.name.partition(".")[0]
-                    scope.bind(head, head)
+                    scope.bind(head, head, alias)
         elif isinstance(statement, ast.ImportFrom):
             origin = self.absolute_module(statement.level, statement.module)
             for alias in statement.names:
                 if alias.name != "*":
-                    scope.bind(alias.asname or alias.name, f"{origin}.{alias.name}" if origin else alias.name)
+                    target = f"{origin}.{alias.name}" if origin else alias.name
+                    scope.bind(alias.asname or alias.name, target, alias)
         elif isinstance(statement, ast.Assign):
-            self._bind_assignment(statement.targets, statement.value, scope)
+            self._bind_assignment(statement, statement.targets, statement.value, scope)
         elif isinstance(statement, ast.AnnAssign):
             if statement.value is not None:
-                self._bind_assignment([statement.target], statement.value, scope)
+                self._bind_assignment(statement, [statement.target], statement.value, scope)
         elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            scope.bind(statement.name, LOCAL)
+            scope.bind(statement.name, LOCAL, statement)
             inner = Scope(parent=scope)
             self.scopes[statement] = inner
             for argument in arguments_of(statement.args):
                 loop_typed = argument.annotation is not None and self._names_loop_type(argument.annotation, scope)
-                inner.bind(argument.arg, LOOP if loop_typed else LOCAL)
+                inner.bind(argument.arg, LOOP if loop_typed else LOCAL, argument)
             self._collect(statement.body, inner)
         elif isinstance(statement, ast.ClassDef):
-            scope.bind(statement.name, LOCAL)
+            scope.bind(statement.name, LOCAL, statement)
             inner = Scope(parent=scope, is_class=True)
             self.scopes[statement] = inner
             self._collect(statement.body, inner)
@@ -278,21 +290,21 @@ class ModuleNames:
 
     def _collect_compound(self, statement: ast.stmt, scope: Scope) -> None:
         if isinstance(statement, (ast.For, ast.AsyncFor)):
-            self._bind_targets(statement.target, scope)
+            self._bind_targets(statement.target, scope, statement)
         elif isinstance(statement, (ast.With, ast.AsyncWith)):
             for item in statement.items:
                 if item.optional_vars is not None:
-                    self._bind_targets(item.optional_vars, scope)
+                    self._bind_targets(item.optional_vars, scope, statement)
         for name in ("body", "orelse", "finalbody"):
             block = getattr(statement, name, None)
             if block:
                 self._collect(block, scope)
         for handler in getattr(statement, "handlers", ()):
             if handler.name:
-                scope.bind(handler.name, LOCAL)
+                scope.bind(handler.name, LOCAL, handler)
             self._collect(handler.body, scope)
         for case in getattr(statement, "cases", ()):
-            self._bind_targets(case.pattern, scope)
+            self._bind_targets(case.pattern, scope, case)
             self._collect(case.body, scope)
 
     def _names_loop_type(self, annotation: ast.expr, scope: Scope) -> bool:
@@ -306,22 +318,22 @@ class ModuleNames:
             for node in ast.walk(annotation)
         )
 
-    def _bind_assignment(self, targets: list[ast.expr], value: ast.expr, scope: Scope) -> None:
+    def _bind_assignment(self, statement: ast.stmt, targets: list[ast.expr], value: ast.expr, scope: Scope) -> None:
         target_name = self.resolve(value, scope) if isinstance(value, (ast.Name, ast.Attribute, ast.Call)) else None
         for target in targets:
             if isinstance(target, ast.Name):
-                scope.bind(target.id, target_name or LOCAL)
+                scope.bind(target.id, target_name or LOCAL, statement)
             else:
-                self._bind_targets(target, scope)
+                self._bind_targets(target, scope, statement)
 
-    def _bind_targets(self, target: ast.AST, scope: Scope) -> None:
+    def _bind_targets(self, target: ast.AST, scope: Scope, site: ast.AST) -> None:
         for node in ast.walk(target):
             if isinstance(node, ast.Name):
-                scope.bind(node.id, LOCAL)
+                scope.bind(node.id, LOCAL, site)
             elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-                scope.bind(node.name, LOCAL)
+                scope.bind(node.name, LOCAL, site)
             elif isinstance(node, ast.MatchMapping) and node.rest:
-                scope.bind(node.rest, LOCAL)
+                scope.bind(node.rest, LOCAL, site)
 
 
 def arguments_of(arguments: ast.arguments) -> Iterator[ast.arg]:

@@ -159,3 +159,27 @@ def test_clients_and_their_constructions_are_indexed_in_the_scope_they_bind_in()
     assert network.construction("client", scope) is None
     module_level = network.construction("client", names.root)
     assert module_level is not None and ast.unparse(module_level) == "httpx.Client(timeout=3)"
+
+
+def test_sites_of_lists_every_candidate_binding_a_reference_sees() -> None:
+    tree = ast.parse(
+        textwrap.dedent(
+            """
+            import asyncio as spawn
+            def f(flag):
+                global spawn
+                if flag:
+                    spawn = asyncio.create_task
+                for spawn in helpers:
+                    pass
+            def g():
+                return spawn
+            """
+        )
+    )
+    names = ModuleNames(tree, "app.module")
+    g = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "g")
+    binder = names.scope_of(g).binder("spawn")
+    assert binder is names.root
+    assert [type(site).__name__ for site in binder.sites_of("spawn")] == ["alias", "Assign", "For"]
+    assert names.root.bindings["spawn"] == "asyncio"
