@@ -8,9 +8,10 @@ analysis that asks "which binding does this name see" asks it: `resolve` here, t
 scopes from `ModuleNames` (`scope_of` for functions and classes, `expression_scope` for lambdas and
 comprehensions) and walk them with `scoped.py`'s `ScopedVisitor`.
 
-One pre-pass per module records each function and class scope's bindings (imports, `from` imports with
-relative levels, function-local imports, simple aliases such as `spawn = asyncio.create_task`, factory
-results such as `loop = asyncio.get_running_loop()`, parameters annotated as event loops). Rules then ask
+One pre-pass per module records the bindings of the module's, each function's and each class's scope
+(imports, `from` imports with relative levels, function-local imports, simple aliases such as
+`spawn = asyncio.create_task`, factory results such as `loop = asyncio.get_running_loop()`, parameters
+annotated as event loops), each with the node that binds it (`Scope.sites_of`). Rules then ask
 `resolve(node, scope)`. Resolution is flow-insensitive within a scope: when a name is bound several ways,
 a known dotted name wins over an unknown local value, so an alias cannot hide an API by being rebound.
 
@@ -100,13 +101,13 @@ class Scope:
             scope = scope.parent
 
     def _enclosing_function(self, name: str) -> Scope:
-        # The nearest enclosing function scope that binds `name`, else the nearest one at all (it may bind
-        # the name further down, not yet collected).
+        # The nearest enclosing function scope that binds `name` (or passes it on, `nonlocal` itself),
+        # else the nearest one at all: it may bind the name further down, not yet collected.
         nearest: Scope | None = None
         scope = self.parent
         while scope is not None and scope.parent is not None:
             if not scope.is_class and not scope.is_comprehension:
-                if name in scope.bindings:
+                if name in scope.bindings or (scope.declared is not None and name in scope.declared):
                     return scope.home(name)
                 if nearest is None:
                     nearest = scope
