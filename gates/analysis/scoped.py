@@ -33,6 +33,11 @@ def scoped_parts(
     - annotations (a parameter's, a variable's) are types, not code that runs;
     - the body of `if TYPE_CHECKING:` never runs (unless `enters_type_checking`: what it declares holds).
     """
+    # The commonest first: a rule's walk asks for every `if`.
+    if isinstance(node, ast.If):
+        if not enters_type_checking and is_type_checking_test(node.test, names, scope):
+            return [(part, scope) for part in node.orelse]
+        return None
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         outer = (*node.decorator_list, *node.args.defaults, *node.args.kw_defaults)
         inner = names.scope_of(node)
@@ -58,8 +63,6 @@ def scoped_parts(
         return [(node.target, scope)] if node.value is None else [(node.target, scope), (node.value, scope)]
     if isinstance(node, ast.arg):
         return []
-    if isinstance(node, ast.If) and not enters_type_checking and is_type_checking_test(node.test, names, scope):
-        return [(part, scope) for part in node.orelse]
     return None
 
 
