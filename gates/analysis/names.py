@@ -1,10 +1,19 @@
-"""Import and alias resolution: what a name or attribute in a module refers to, as a dotted name.
+"""Python's scopes, and import and alias resolution: what a name or attribute in a module refers to.
 
-One pre-pass per module records each scope's bindings (imports, `from` imports with relative levels,
-function-local imports, simple aliases such as `spawn = asyncio.create_task`, factory results such as
-`loop = asyncio.get_running_loop()`, parameters annotated as event loops). Rules then ask `resolve(node,
-scope)`. Resolution is flow-insensitive within a scope: when a name is bound several ways, a known
-dotted name wins over an unknown local value, so an alias cannot hide an API by being rebound.
+This is the one scope model of the gate. A `Scope` is the body of a module, class, function, lambda or
+comprehension; `Scope.binder(name)` is the one lexical rule (the nearest enclosing body that binds the
+name, class bodies invisible from what is nested in them, `global`/`nonlocal` honoured), and every
+analysis that asks "which binding does this name see" asks it: `resolve` here, the static values of
+`values.py`, the client and local-function tables (`lookup_in`) of the network rules. Walkers take their
+scopes from `ModuleNames` (`scope_of` for functions and classes, `expression_scope` for lambdas and
+comprehensions) and walk them with `scoped.py`'s `ScopedVisitor`.
+
+One pre-pass per module records the bindings of the module's, each function's and each class's scope
+(imports, `from` imports with relative levels, function-local imports, simple aliases such as
+`spawn = asyncio.create_task`, factory results such as `loop = asyncio.get_running_loop()`, parameters
+annotated as event loops), each with the node that binds it (`Scope.sites_of`). Rules then ask
+`resolve(node, scope)`. Resolution is flow-insensitive within a scope: when a name is bound several ways,
+a known dotted name wins over an unknown local value, so an alias cannot hide an API by being rebound.
 
 Symbolic results: `LOOP` stands for "an asyncio event loop", so `loop.create_task` resolves to
 `<loop>.create_task` whatever the loop was called.
@@ -14,7 +23,8 @@ from __future__ import annotations
 
 import ast
 import builtins
-from collections.abc import Iterator
+from collections.abc import Container, Iterator, Mapping
+from typing import TypeVar
 
 LOOP = "<loop>"
 LOCAL = "<local>"
@@ -42,37 +52,142 @@ LOOP_TYPES = frozenset(
 _BUILTINS = frozenset(dir(builtins))
 TYPE_CHECKING_NAMES = frozenset({"typing.TYPE_CHECKING", "typing_extensions.TYPE_CHECKING"})
 
+_T = TypeVar("_T")
+
 
 class Scope:
-    """The names one module, class or function body binds."""
+    """The names one module, class, function, lambda or comprehension body binds: the one scope model.
 
-    __slots__ = ("bindings", "is_class", "parent")
+    `bindings` maps each name to what it refers to (a dotted name, `LOOP`, or `LOCAL`: a local value of
+    unknown kind). `declared` holds the body's `global` (True) and `nonlocal` (False) names: their bindings
+    land in, and their references read, the module's or the enclosing function's scope.
+    """
 
-    def __init__(self, parent: Scope | None, *, is_class: bool = False) -> None:
+    __slots__ = ("bindings", "declared", "is_class", "is_comprehension", "parent", "sites")
+
+    def __init__(self, parent: Scope | None, *, is_class: bool = False, is_comprehension: bool = False) -> None:
         self.parent = parent
         self.is_class = is_class
+        self.is_comprehension = is_comprehension
         self.bindings: dict[str, str] = {}
+        self.declared: dict[str, bool] | None = None
+        # (name, node) for every binding the pre-pass met, in its order: see `sites_of`.
+        self.sites: list[tuple[str, ast.AST]] = []
 
-    def bind(self, name: str, target: str) -> None:
-        if target == LOCAL and self.bindings.get(name, LOCAL) != LOCAL:
+    def declare(self, names: list[str], *, is_global: bool) -> None:
+        """`global names` or `nonlocal names` in this body (Python requires it before their first use)."""
+        if self.parent is None:
+            return  # at module level both are no-ops
+        if self.declared is None:
+            self.declared = {}
+        for name in names:
+            self.declared[name] = is_global
+
+    def home(self, name: str) -> Scope:
+        """The scope a binding of `name` made in this body lands in: this one, the module's for a `global`
+        name, the enclosing function's for a `nonlocal` one, the enclosing body's for a comprehension's
+        `:=` target (comprehension targets themselves are bound in the comprehension's scope directly)."""
+        scope = self
+        while True:
+            declared = scope.declared
+            if declared is not None and name in declared:
+                if declared[name]:
+                    while scope.parent is not None:
+                        scope = scope.parent
+                    return scope
+                return scope._enclosing_function(name)
+            if not scope.is_comprehension or scope.parent is None:
+                return scope
+            scope = scope.parent
+
+    def _enclosing_function(self, name: str) -> Scope:
+        # The nearest enclosing function scope that binds `name` (or passes it on, `nonlocal` itself),
+        # else the nearest one at all: it may bind the name further down, not yet collected.
+        nearest: Scope | None = None
+        scope = self.parent
+        while scope is not None and scope.parent is not None:
+            if not scope.is_class and not scope.is_comprehension:
+                if name in scope.bindings or (scope.declared is not None and name in scope.declared):
+                    return scope.home(name)
+                if nearest is None:
+                    nearest = scope
+            scope = scope.parent
+        return nearest if nearest is not None else self
+
+    def bind(self, name: str, target: str, site: ast.AST) -> None:
+        """Record that this body binds `name` to `target` at `site`. Flow-insensitive: a known target is
+        never replaced by `LOCAL`, so rebinding a name to an unknown value cannot hide an API."""
+        scope = self if self.declared is None else self.home(name)
+        scope.sites.append((name, site))
+        if target == LOCAL and scope.bindings.get(name, LOCAL) != LOCAL:
             return
-        self.bindings[name] = target
+        scope.bindings[name] = target
 
-    def lookup(self, name: str) -> str | None:
+    def sites_of(self, name: str) -> list[ast.AST]:
+        """Every node that binds `name` in this body, as the pre-pass met them (statement order, a `try`'s
+        handlers after its other blocks): an `alias` of an import, a function or class, a parameter's
+        `arg`, the assignment, loop, `with` or handler that binds it, the `case` that captures it, the
+        `for` clause of a comprehension.
+        With `binder`, all the candidate bindings a reference sees: `scope.binder(name).sites_of(name)`."""
+        return [site for bound, site in self.sites if bound == name]
+
+    def binder(self, name: str, known: Mapping[Scope, Container[str]] | None = None) -> Scope | None:
+        """The scope whose binding of `name` a reference made in this body sees, None for a builtin or an
+        unbound name: the lexical rule every analysis uses.
+
+        The nearest enclosing body that binds the name decides; class bodies are invisible from the
+        functions, lambdas and comprehensions nested in them (though a body always sees its own names);
+        a `global` name is read from the module, a `nonlocal` one from the enclosing functions. `known`
+        adds binding sites an analysis found that the pre-pass does not record (a `:=` target, a bare
+        annotation), by the scope they bind in.
+        """
         scope: Scope | None = self
         first = True
         while scope is not None:
-            # A class body's names are not visible from the functions nested in it.
             if first or not scope.is_class:
-                target = scope.bindings.get(name)
-                if target is not None:
-                    return None if target == LOCAL else target
+                declared = scope.declared
+                if declared is not None and name in declared:
+                    if declared[name]:
+                        while scope.parent is not None:
+                            scope = scope.parent
+                        # The module body: checked on the next turn, with nothing above it.
+                    else:
+                        scope = scope.parent
+                    first = False
+                    continue
+                if name in scope.bindings:
+                    return scope
+                if known is not None:
+                    names = known.get(scope)
+                    if names is not None and name in names:
+                        return scope
             first = False
             scope = scope.parent
-        return f"builtins.{name}" if name in _BUILTINS else None
+        return None
+
+    def lookup(self, name: str) -> str | None:
+        """What `name` refers to in this body as a dotted name (`builtins.len` for a builtin), or None
+        for a local value or an unbound name."""
+        binder = self.binder(name)
+        if binder is None:
+            return f"builtins.{name}" if name in _BUILTINS else None
+        target = binder.bindings[name]
+        return None if target == LOCAL else target
+
+
+def lookup_in(table: Mapping[Scope, Mapping[str, list[_T]]], name: str, scope: Scope) -> list[_T]:
+    """What an analysis's `table` (scope -> name -> facts) holds for `name` as seen from `scope`: the
+    entry of the scope `Scope.binder` picks, counting the table's own entries as bindings; empty when
+    that scope binds the name to something the table does not know."""
+    binder = scope.binder(name, table)
+    if binder is None:
+        return []
+    return table.get(binder, {}).get(name, [])
 
 
 ScopeNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+Comprehension = ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp
+ExpressionScopeNode = ast.Lambda | Comprehension
 
 
 class ModuleNames:
@@ -83,10 +198,29 @@ class ModuleNames:
         self.package = module if is_package else module.rpartition(".")[0]
         self.root = Scope(parent=None)
         self.scopes: dict[ScopeNode, Scope] = {}
+        self._expression_scopes: dict[ExpressionScopeNode, Scope] = {}
         self._collect(tree.body, self.root)
 
     def scope_of(self, node: ScopeNode) -> Scope:
+        """The scope of a function or class body (built by the pre-pass)."""
         return self.scopes[node]
+
+    def expression_scope(self, node: ExpressionScopeNode, parent: Scope) -> Scope:
+        """The scope of a lambda (its parameters) or a comprehension (its targets) met in `parent`. Built
+        on first need, since the pre-pass reads no expressions, and then kept: every walker, and every
+        table an analysis keys by scope, sees the same one."""
+        scope = self._expression_scopes.get(node)
+        if scope is None:
+            if isinstance(node, ast.Lambda):
+                scope = Scope(parent)
+                for argument in arguments_of(node.args):
+                    scope.bind(argument.arg, LOCAL, argument)
+            else:
+                scope = Scope(parent, is_comprehension=True)
+                for generator in node.generators:
+                    self._bind_targets(generator.target, scope, generator)
+            self._expression_scopes[node] = scope
+        return scope
 
     def resolve(self, node: ast.expr, scope: Scope) -> str | None:
         """The dotted name `node` refers to, `<loop>...` for event loops, or None when unknown."""
@@ -120,55 +254,58 @@ class ModuleNames:
         if isinstance(statement, ast.Import):
             for alias in statement.names:
                 if alias.asname:
-                    scope.bind(alias.asname, alias.name)
+                    scope.bind(alias.asname, alias.name, alias)
                 else:
                     head = alias.name.partition(".")[0]
-                    scope.bind(head, head)
+                    scope.bind(head, head, alias)
         elif isinstance(statement, ast.ImportFrom):
             origin = self.absolute_module(statement.level, statement.module)
             for alias in statement.names:
                 if alias.name != "*":
-                    scope.bind(alias.asname or alias.name, f"{origin}.{alias.name}" if origin else alias.name)
+                    target = f"{origin}.{alias.name}" if origin else alias.name
+                    scope.bind(alias.asname or alias.name, target, alias)
         elif isinstance(statement, ast.Assign):
-            self._bind_assignment(statement.targets, statement.value, scope)
+            self._bind_assignment(statement, statement.targets, statement.value, scope)
         elif isinstance(statement, ast.AnnAssign):
             if statement.value is not None:
-                self._bind_assignment([statement.target], statement.value, scope)
+                self._bind_assignment(statement, [statement.target], statement.value, scope)
         elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            scope.bind(statement.name, LOCAL)
+            scope.bind(statement.name, LOCAL, statement)
             inner = Scope(parent=scope)
             self.scopes[statement] = inner
             for argument in arguments_of(statement.args):
                 loop_typed = argument.annotation is not None and self._names_loop_type(argument.annotation, scope)
-                inner.bind(argument.arg, LOOP if loop_typed else LOCAL)
+                inner.bind(argument.arg, LOOP if loop_typed else LOCAL, argument)
             self._collect(statement.body, inner)
         elif isinstance(statement, ast.ClassDef):
-            scope.bind(statement.name, LOCAL)
+            scope.bind(statement.name, LOCAL, statement)
             inner = Scope(parent=scope, is_class=True)
             self.scopes[statement] = inner
             self._collect(statement.body, inner)
         elif isinstance(statement, (ast.Expr, ast.Return, ast.Pass, ast.AugAssign, ast.Raise, ast.Assert)):
             return
+        elif isinstance(statement, (ast.Global, ast.Nonlocal)):
+            scope.declare(statement.names, is_global=isinstance(statement, ast.Global))
         else:
             self._collect_compound(statement, scope)
 
     def _collect_compound(self, statement: ast.stmt, scope: Scope) -> None:
         if isinstance(statement, (ast.For, ast.AsyncFor)):
-            self._bind_targets(statement.target, scope)
+            self._bind_targets(statement.target, scope, statement)
         elif isinstance(statement, (ast.With, ast.AsyncWith)):
             for item in statement.items:
                 if item.optional_vars is not None:
-                    self._bind_targets(item.optional_vars, scope)
+                    self._bind_targets(item.optional_vars, scope, statement)
         for name in ("body", "orelse", "finalbody"):
             block = getattr(statement, name, None)
             if block:
                 self._collect(block, scope)
         for handler in getattr(statement, "handlers", ()):
             if handler.name:
-                scope.bind(handler.name, LOCAL)
+                scope.bind(handler.name, LOCAL, handler)
             self._collect(handler.body, scope)
         for case in getattr(statement, "cases", ()):
-            self._bind_targets(case.pattern, scope)
+            self._bind_targets(case.pattern, scope, case)
             self._collect(case.body, scope)
 
     def _names_loop_type(self, annotation: ast.expr, scope: Scope) -> bool:
@@ -182,22 +319,22 @@ class ModuleNames:
             for node in ast.walk(annotation)
         )
 
-    def _bind_assignment(self, targets: list[ast.expr], value: ast.expr, scope: Scope) -> None:
+    def _bind_assignment(self, statement: ast.stmt, targets: list[ast.expr], value: ast.expr, scope: Scope) -> None:
         target_name = self.resolve(value, scope) if isinstance(value, (ast.Name, ast.Attribute, ast.Call)) else None
         for target in targets:
             if isinstance(target, ast.Name):
-                scope.bind(target.id, target_name or LOCAL)
+                scope.bind(target.id, target_name or LOCAL, statement)
             else:
-                self._bind_targets(target, scope)
+                self._bind_targets(target, scope, statement)
 
-    def _bind_targets(self, target: ast.AST, scope: Scope) -> None:
+    def _bind_targets(self, target: ast.AST, scope: Scope, site: ast.AST) -> None:
         for node in ast.walk(target):
             if isinstance(node, ast.Name):
-                scope.bind(node.id, LOCAL)
+                scope.bind(node.id, LOCAL, site)
             elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-                scope.bind(node.name, LOCAL)
+                scope.bind(node.name, LOCAL, site)
             elif isinstance(node, ast.MatchMapping) and node.rest:
-                scope.bind(node.rest, LOCAL)
+                scope.bind(node.rest, LOCAL, site)
 
 
 def arguments_of(arguments: ast.arguments) -> Iterator[ast.arg]:

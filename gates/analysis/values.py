@@ -258,7 +258,7 @@ class StaticValues:
         return Located(node, self)
 
     def _name(self, node: ast.AST, name: str, scope: Scope) -> Located | Unresolved:
-        binder = _binding_scope(scope, name)
+        binder = scope.binder(name)
         if binder is not None and binder is not self.module.names.root:
             target = binder.bindings[name]
             if target == LOCAL:
@@ -350,18 +350,6 @@ class StaticValues:
 
 
 _BY_CONTEXT: weakref.WeakKeyDictionary[FileContext, StaticValues] = weakref.WeakKeyDictionary()
-
-
-def _binding_scope(scope: Scope, name: str) -> Scope | None:
-    """The scope whose binding of `name` a reference in `scope` sees (as `Scope.lookup` walks)."""
-    current: Scope | None = scope
-    first = True
-    while current is not None:
-        if (first or not current.is_class) and name in current.bindings:
-            return current
-        first = False
-        current = current.parent
-    return None
 
 
 def _environment_default(node: ast.Call) -> ast.expr | None:

@@ -11,9 +11,10 @@ CRL2: not without a timeout inside a job). Two kinds of knowledge live here:
 
 `NetworkCalls` indexes, once per module and on first need, the names each scope binds to client objects: by construction
 (`s = requests.Session()`, `with httpx.Client() as c`, `(c := ...)`) or by annotation (a parameter or a
-variable annotated `httpx.AsyncClient`, `Optional[...]`, `"..."`). Like `corral.gates.analysis.names`, the index
-is flow-insensitive within a scope: a name bound to a client anywhere in a scope is a client throughout,
-so rebinding cannot hide one. Attributes (`self.session`) are not tracked.
+variable annotated `httpx.AsyncClient`, `Optional[...]`, `"..."`), walking the module with the scopes of
+`corral.gates.analysis.names` and reading the index through its lexical rule (`lookup_in`). Like the
+names, the index is flow-insensitive within a scope: a name bound to a client anywhere in a scope is a
+client throughout, so rebinding cannot hide one. Attributes (`self.session`) are not tracked.
 """
 
 from __future__ import annotations
@@ -22,12 +23,11 @@ import ast
 import re
 from collections.abc import Iterator
 from functools import cached_property
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
-from corral.gates.analysis.names import ModuleNames, Scope, arguments_of
+from corral.gates.analysis.names import ModuleNames, Scope, arguments_of, lookup_in
+from corral.gates.analysis.scoped import scoped_nodes
 from corral.gates.source.prefilter import RELATIVE_IMPORT, WORD, Lines, Source, starts_word
-
-_T = TypeVar("_T")
 
 
 class Api(NamedTuple):
@@ -234,51 +234,6 @@ _CLIENT_PREFIXES = frozenset(
 )
 
 
-def scoped_nodes(tree: ast.Module, names: ModuleNames) -> Iterator[tuple[ast.AST, Scope]]:
-    """Every node of the module that runs or binds in a modelled scope, with that scope.
-
-    A function's decorators and defaults belong to the enclosing scope, its body to its own; a class body
-    to the class's scope. Parameters and lambda bodies are not yielded: callers read parameters from the
-    function node, and `names` models no lambda scope.
-    """
-    pending: list[tuple[ast.AST, Scope]] = [(tree, names.root)]
-    while pending:
-        node, scope = pending.pop()
-        yield node, scope
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            outer = [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]
-            pending.extend((part, scope) for part in outer if part is not None)
-            inner = names.scope_of(node)
-            pending.extend((statement, inner) for statement in node.body)
-        elif isinstance(node, ast.ClassDef):
-            pending.extend((part, scope) for part in (*node.decorator_list, *node.bases, *node.keywords))
-            inner = names.scope_of(node)
-            pending.extend((statement, inner) for statement in node.body)
-        elif isinstance(node, ast.Lambda):
-            outer = [*node.args.defaults, *node.args.kw_defaults]
-            pending.extend((part, scope) for part in outer if part is not None)
-        else:
-            pending.extend((child, scope) for child in ast.iter_child_nodes(node))
-
-
-def lookup_in(table: dict[Scope, dict[str, list[_T]]], name: str, scope: Scope) -> list[_T]:
-    """What `table` holds for `name` as seen from `scope`, with Python's lexical rules: the nearest scope
-    binding the name decides (class bodies are invisible from nested functions); empty if that scope
-    binds it to something `table` does not know."""
-    current: Scope | None = scope
-    first = True
-    while current is not None:
-        if first or not current.is_class:
-            held = table.get(current, {}).get(name)
-            if held:
-                return held
-            if name in current.bindings:
-                return []
-        first = False
-        current = current.parent
-    return []
-
-
 class NetworkCalls:
     """Classifies calls of one module: `classify(call, scope)` says whether a call talks to the network."""
 
@@ -299,10 +254,34 @@ class NetworkCalls:
             for name, bound_in, kind in self._bindings(node, scope):
                 if kind is None:
                     continue
-                kinds = clients.setdefault(bound_in, {}).setdefault(name, [])
+                kinds = clients.setdefault(bound_in.home(name), {}).setdefault(name, [])
                 if kind not in kinds:
                     kinds.append(kind)
         return clients
+
+    @cached_property
+    def calls_bound(self) -> dict[Scope, dict[str, list[ast.Call]]]:
+        """The calls each scope binds names to (`c = make_client(timeout=5)`, `with httpx.Client() as c`),
+        in source order: where a client method's timeout comes from when the call gives none."""
+        bound: dict[Scope, dict[str, list[ast.Call]]] = {}
+        for node, scope in scoped_nodes(self.tree, self.names):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        bound.setdefault(scope.home(target.id), {}).setdefault(target.id, []).append(node.value)
+            elif (
+                isinstance(node, ast.withitem)
+                and isinstance(node.context_expr, ast.Call)
+                and isinstance(node.optional_vars, ast.Name)
+            ):
+                name = node.optional_vars.id
+                bound.setdefault(scope.home(name), {}).setdefault(name, []).append(node.context_expr)
+        return bound
+
+    def construction(self, name: str, scope: Scope) -> ast.Call | None:
+        """The first call `scope` itself binds `name` to (enclosing scopes are not consulted), or None."""
+        calls = self.calls_bound.get(scope, {}).get(name)
+        return calls[0] if calls else None
 
     def classify(self, call: ast.Call, scope: Scope) -> NetworkCall | None:
         """The network call `call` is, seen from `scope`, or None when it is not one the gate knows."""

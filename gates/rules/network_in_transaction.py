@@ -25,11 +25,11 @@ from functools import cached_property
 from typing import ClassVar, NamedTuple
 
 from corral.gates.analysis.context import FileContext
-from corral.gates.analysis.names import LOCAL, Scope, arguments_of
-from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning
+from corral.gates.analysis.names import Scope, lookup_in
+from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning, scoped_nodes
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.knowledge.network import NetworkCall, NetworkCalls, lookup_in, might_call_network, scoped_nodes
+from corral.gates.knowledge.network import NetworkCall, NetworkCalls, might_call_network
 from corral.gates.rules.base import Rule
 from corral.gates.source.prefilter import Source
 
@@ -52,13 +52,6 @@ class Transaction(NamedTuple):
 
     shown: str
     django: bool
-
-
-def _lambda_scope(node: ast.Lambda, parent: Scope) -> Scope:
-    scope = Scope(parent=parent)
-    for argument in arguments_of(node.args):
-        scope.bind(argument.arg, LOCAL)
-    return scope
 
 
 class NetworkInTransaction(Rule, ScopedVisitor):
@@ -213,7 +206,7 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         for expression in (*node.args.defaults, *node.args.kw_defaults):
             if expression is not None:
                 self.visit(expression)
-        self._run(_lambda_scope(node, self.scope), [node.body], [])
+        self._run(self.names.expression_scope(node, self.scope), [node.body], [])
 
     def _visit_with(self, node: ast.With | ast.AsyncWith) -> None:
         transactions = self.transactions
@@ -265,7 +258,7 @@ class NetworkInTransaction(Rule, ScopedVisitor):
                     continue
                 self.followed.add(target)
                 if isinstance(target, ast.Lambda):
-                    self._visit_in_scope(_lambda_scope(target, defined_in), [target.body])
+                    self._visit_in_scope(self.names.expression_scope(target, defined_in), [target.body])
                 else:
                     self._visit_in_scope(self.names.scope_of(target), target.body)
         finally:

@@ -82,15 +82,12 @@ class NetworkTimeouts(Rule):
             if kind.function is None:
                 continue
             scope = self.context.names.scope_of(kind.function)
-            constructed = _constructions(kind.function)
             for call in _calls_in(kind.function):
                 network = self.calls.classify(call, scope)
                 if network is not None:
-                    yield from self._judge(kind, network, scope, constructed)
+                    yield from self._judge(kind, network, scope)
 
-    def _judge(
-        self, kind: JobKind, network: NetworkCall, scope: Scope, constructed: dict[str, ast.Call]
-    ) -> Iterator[Finding]:
+    def _judge(self, kind: JobKind, network: NetworkCall, scope: Scope) -> Iterator[Finding]:
         where: ast.AST = network.call
         expression = network.timeout
         label = network.api
@@ -99,7 +96,7 @@ class NetworkTimeouts(Rule):
         client_method = network.api not in CALLS and network.library not in SESSIONS_WITHOUT_TIMEOUT
         if expression is None and client_method and isinstance(func, ast.Attribute):
             # A client's method without its own timeout runs under the client's.
-            client = self._construction(func.value, scope, constructed)
+            client = self._construction(func.value, scope)
             if client is None:
                 return  # a client not known by construction: nothing to judge it by
             if id(client) in self.reported:
@@ -131,12 +128,13 @@ class NetworkTimeouts(Rule):
                 f"of job {kind.name!r}",
             )
 
-    def _construction(self, node: ast.expr, scope: Scope, constructed: dict[str, ast.Call]) -> ast.Call | None:
+    def _construction(self, node: ast.expr, scope: Scope) -> ast.Call | None:
         if isinstance(node, ast.Call):
             return node
         if isinstance(node, ast.Name):
-            if node.id in constructed:
-                return constructed[node.id]
+            own = self.calls.construction(node.id, scope)
+            if own is not None:
+                return own
             located = self.values.definition(node, scope)
             if not isinstance(located, Unresolved) and located.values is self.values:
                 found = located.node
@@ -181,23 +179,6 @@ def _client_timeout(client: ast.Call, library: str) -> ast.expr | None:
     if position is not None and len(client.args) > position:
         return client.args[position]
     return None
-
-
-def _constructions(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.Call]:
-    """Local names bound to a call in the function (`c = httpx.Client(...)`, `with ... as c`)."""
-    found: dict[str, ast.Call] = {}
-    for node in _nodes_in(function):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    found[target.id] = node.value
-        elif (
-            isinstance(node, ast.withitem)
-            and isinstance(node.context_expr, ast.Call)
-            and isinstance(node.optional_vars, ast.Name)
-        ):
-            found[node.optional_vars.id] = node.context_expr
-    return found
 
 
 def _nodes_in(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
