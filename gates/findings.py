@@ -28,3 +28,8 @@ class Finding(NamedTuple):
             "code": self.code,
             "message": self.message,
         }
+
+
+def code_family(code: str) -> str:
+    """A code's rule family: CRL101 is in CRL1; the engine's own codes make up CRL0."""
+    return code[:4]

@@ -22,17 +22,21 @@ def _check(args: argparse.Namespace) -> int:
     from corral.gates.config import load_config
     from corral.gates.engine.run import check_paths
     from corral.gates.outputs import FORMATS
-    from corral.gates.rules.connection_budget import ConnectionBudget, ConnectionBudgetCheck, render_budget
 
     paths = args.paths or ["."]
     config = load_config(paths, args.config)
     if args.strict:
         config = config._replace(strict=True)
     result = check_paths(paths, config, use_cache=not args.no_cache)
-    over_budget = any(finding.code in ConnectionBudget.codes for finding in result.findings)
-    if args.format == "text" and (args.budget or over_budget):
-        # Before the findings, so the summary line stays the last line.
-        sys.stdout.write(render_budget(result.reports.get(ConnectionBudgetCheck.REPORT, [])))
+    # The budget table needs the CRL3 rule's module (and so the rules): only a project whose reports hold
+    # something (a runtime, a job kind) can need it, and a warm run of any other loads no rule.
+    if args.format == "text" and (args.budget or any(result.reports.values())):
+        from corral.gates.rules.connection_budget import ConnectionBudget, ConnectionBudgetCheck, render_budget
+
+        over_budget = any(finding.code in ConnectionBudget.codes for finding in result.findings)
+        if args.budget or over_budget:
+            # Before the findings, so the summary line stays the last line.
+            sys.stdout.write(render_budget(result.reports.get(ConnectionBudgetCheck.REPORT, [])))
     sys.stdout.write(FORMATS[args.format](result))
     return EXIT_FINDINGS if result.findings else EXIT_CLEAN
 

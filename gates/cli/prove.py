@@ -18,8 +18,9 @@ from typing import Any, NamedTuple
 
 from corral.gates.config import Config, load_config
 from corral.gates.engine.run import CheckResult, check_paths
+from corral.gates.findings import code_family
 from corral.gates.frameworks import BY_NAME
-from corral.gates.rules.base import EngineCodes, code_family
+from corral.gates.rules.base import EngineCodes
 from corral.gates.rules.connection_budget import ConnectionBudget, ConnectionBudgetCheck
 from corral.gates.rules.job_report import JobsReport
 from corral.gates.rules.job_timeouts import JobTimeouts

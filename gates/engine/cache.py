@@ -7,21 +7,25 @@ content hash) and is served only while each still holds: by stamp, else by conte
 never be served. One JSON file per settings fingerprint keeps a warm run to one read and at most one write.
 A result's facts are stored in each record's own JSON form (`Fact.to_json`), by kind, and read back by the
 record type registered for the kind (`rules.FACT_KINDS`).
+
+The whole-project checks' output (findings and report sections) is kept too, with the files it was
+computed from (each path and result key): a run whose every result was served from the cache, over the
+same files, is answered with it, so a warm run never loads a rule.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.rules import FACT_KINDS
 
 CACHE_DIR = ".corral_cache"
-# 2: facts are typed records, each stored in its own JSON form.
-FORMAT = 2
+# 2: facts are typed records, each stored in its own JSON form; 3: the project checks' output is kept.
+FORMAT = 3
 
 
 class FileResult(NamedTuple):
@@ -32,6 +36,23 @@ class FileResult(NamedTuple):
     facts: dict[str, list[Any]] | None = None
     # Other project files the result depends on: relpath -> (mtime ns, size, content hash).
     dependencies: dict[str, tuple[int, int, str]] | None = None
+    # A result served from the cache keeps its facts in their JSON form until a project check reads them
+    # (`typed_facts`): a run answered wholly from the cache never loads the record types or the rules.
+    stored_facts: dict[str, list[Any]] | None = None
+
+    def typed_facts(self) -> dict[str, list[Any]] | None:
+        """The facts as typed records; DamagedCache when a stored form does not read back."""
+        if self.stored_facts is None:
+            return self.facts
+        try:
+            return _facts_from_json(self.stored_facts)
+        except (TypeError, ValueError, KeyError, AttributeError) as error:
+            raise DamagedCache(f"a cached result's facts do not read back: {error!r}") from error
+
+
+class DamagedCache(Exception):
+    """A cache entry that passed the cheap checks at lookup but does not read back whole: the run is
+    done again without the cache."""
 
 
 Stamp = tuple[int, int]  # a file's modification time (ns) and size
@@ -40,11 +61,14 @@ Stamp = tuple[int, int]  # a file's modification time (ns) and size
 class Cache:
     """Results by key, plus each path's last stamp and key, so an untouched file is not even read."""
 
-    def __init__(self, file: Path, results: dict[str, Any], stamps: dict[str, Any], root: Path) -> None:
+    def __init__(
+        self, file: Path, results: dict[str, Any], stamps: dict[str, Any], root: Path, project: Any = None
+    ) -> None:
         self.file = file
         self.root = root
         self.results = results
         self.stamps = stamps
+        self.project = project
         self.used: dict[str, Any] = {}
         self.used_stamps: dict[str, list[Any]] = {}
         self.changed = False
@@ -64,9 +88,10 @@ class Cache:
             results, stamps = document["results"], document["stamps"]
             if not isinstance(results, dict) or not isinstance(stamps, dict):
                 raise ValueError(file)
-        except (OSError, ValueError, KeyError, TypeError):
-            results, stamps = {}, {}
-        return cls(file, results, stamps, config.root)
+            project = document.get("project")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            results, stamps, project = {}, {}, None
+        return cls(file, results, stamps, config.root, project)
 
     def __len__(self) -> int:
         return len(self.results)
@@ -92,7 +117,9 @@ class Cache:
         try:
             findings, facts, *rest = entry
             dependencies = {name: (int(a), int(b), str(c)) for name, (a, b, c) in (rest[0] if rest else {}).items()}
-            result = FileResult(tuple(Finding(relpath, *finding) for finding in findings), _facts_from_json(facts))
+            if not isinstance(facts, dict) or not all(isinstance(recorded, list) for recorded in facts.values()):
+                raise TypeError(facts)
+            result = FileResult(tuple(Finding(relpath, *finding) for finding in findings), stored_facts=facts or None)
         except (TypeError, ValueError, AttributeError, KeyError):
             return None  # an entry from a damaged cache file is recomputed
         if dependencies:
@@ -110,11 +137,46 @@ class Cache:
         if hit:
             self.used[key] = self.results[key]
             return
-        entry: list[Any] = [[[f.line, f.col, f.code, f.message] for f in result.findings], _facts_to_json(result.facts)]
+        stored = result.stored_facts if result.stored_facts is not None else _facts_to_json(result.facts)
+        entry: list[Any] = [[[f.line, f.col, f.code, f.message] for f in result.findings], stored]
         if result.dependencies:
             entry.append(result.dependencies)
         self.used[key] = entry
         self.changed = True
+
+    def project_output(self, inputs: list[tuple[str, str | None]]) -> tuple[list[Finding], dict[str, Any]] | None:
+        """The project checks' findings and reports stored for exactly these files (path, result key)."""
+        stored = self.project
+        if not isinstance(stored, dict) or stored.get("inputs") != _inputs_digest(inputs):
+            return None
+        try:
+            findings = [Finding(*finding) for finding in stored["findings"]]
+            reports = stored["reports"]
+        except (KeyError, TypeError):
+            return None
+        return (findings, reports) if isinstance(reports, dict) else None
+
+    def store_project_output(
+        self, inputs: list[tuple[str, str | None]], findings: list[Finding], reports: dict[str, Any]
+    ) -> None:
+        digest = _inputs_digest(inputs)
+        if digest is None:
+            return
+        import json
+
+        # Stored as the JSON the next run reads back: a report must come back exactly as it was made.
+        project = json.loads(
+            json.dumps({"inputs": digest, "findings": [list(f) for f in findings], "reports": reports})
+        )
+        if project != self.project:
+            self.project = project
+            self.changed = True
+
+    def discard(self) -> None:
+        """Forget every stored result (the next run starts cold and writes the file anew)."""
+        self.results, self.stamps, self.project, self.used, self.used_stamps = {}, {}, None, {}, {}
+        with contextlib.suppress(OSError):
+            self.file.unlink()
 
     def save(self) -> None:
         """Write this run's entries, and as many older ones again (a run over a few files keeps the rest
@@ -138,11 +200,24 @@ class Cache:
 
             temporary = self.file.with_suffix(f".{os.getpid()}.tmp")
             with temporary.open("w", encoding="utf-8") as out:
-                json.dump({"results": results, "stamps": stamps}, out, separators=(",", ":"))
+                document = {"results": results, "stamps": stamps, "project": self.project}
+                json.dump(document, out, separators=(",", ":"))
             os.replace(temporary, self.file)
         except OSError:
             # A read-only checkout still gets checked; it only misses the speed-up next time.
             pass
+
+
+def _inputs_digest(inputs: list[tuple[str, str | None]]) -> str | None:
+    """One digest of the files a run checked (None when one of them has no key: it was not cacheable)."""
+    import hashlib
+
+    digest = hashlib.blake2b(digest_size=16)
+    for relpath, key in inputs:
+        if key is None:
+            return None
+        digest.update(f"{relpath}\0{key}\n".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
 
 
 def _facts_to_json(facts: dict[str, list[Any]] | None) -> dict[str, list[Any]]:
@@ -151,12 +226,19 @@ def _facts_to_json(facts: dict[str, list[Any]] | None) -> dict[str, list[Any]]:
 
 def _facts_from_json(data: dict[str, list[Any]]) -> dict[str, list[Any]] | None:
     """The typed records back; KeyError for a kind no check reads, TypeError or ValueError for a damaged one."""
+    if not data:
+        return None
+    # Only a file whose rules recorded facts needs the record types (and so the rule modules).
+    from corral.gates.rules import FACT_KINDS
+
     return {kind: [FACT_KINDS[kind].from_json(item) for item in recorded] for kind, recorded in data.items()} or None
 
 
 def _source_stamp() -> str:
-    """Modification times of corral's gate modules: a cheap stand-in for 'the rules changed'."""
+    """Modification times of corral's gate modules, and of the runtime's budget arithmetic the CRL3 check
+    shares: a cheap stand-in for 'the rules changed'."""
     import hashlib
+    import importlib.util
 
     package = Path(__file__).parents[1]
     stamps: list[str] = []
@@ -166,4 +248,10 @@ def _source_stamp() -> str:
             for name in names
             if name.endswith(".py")
         )
+    # Found without importing corral.runtime (its package brings asyncio and the stores).
+    runtime = importlib.util.find_spec("corral.runtime")
+    for location in (runtime.submodule_search_locations or []) if runtime is not None else []:
+        budget = os.path.join(location, "budget.py")
+        if os.path.exists(budget):
+            stamps.append(f"{budget}:{os.stat(budget).st_mtime_ns}")
     return hashlib.blake2b("|".join(sorted(stamps)).encode(), digest_size=8).hexdigest()

@@ -17,11 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from corral.gates.config import Config
-from corral.gates.engine.cache import Cache, FileResult, Stamp
+from corral.gates.engine.cache import Cache, DamagedCache, FileResult, Stamp
 from corral.gates.engine.infra.parallel import map_paths
 from corral.gates.findings import Finding
-from corral.gates.rules import PROJECT_CHECKS, RULES
-from corral.gates.rules.base import EngineCodes
 from corral.gates.source.discovery import iter_files
 from corral.gates.source.parsing import Uncheckable, declares_encoding, decode
 
@@ -37,7 +35,9 @@ PARALLEL_THRESHOLD = 200
 def run_project_checks(results: Mapping[str, FileResult], config: Config, reports: dict[str, Any]) -> list[Finding]:
     """Every registered whole-project check on every file's facts, in registry order; each may add its
     section to `reports`."""
-    facts = {relpath: result.facts for relpath, result in results.items() if result.facts}
+    from corral.gates.rules import PROJECT_CHECKS
+
+    facts = {relpath: typed for relpath, result in results.items() if (typed := result.typed_facts())}
     return [finding for check in PROJECT_CHECKS for finding in check().run(facts, config, reports)]
 
 
@@ -59,6 +59,9 @@ def relative_path(path: str, root: Path) -> str:
 
 
 def rules_for(relpath: str, config: Config) -> list[type[Rule]]:
+    # The rules (and `ast`) load on first use: a run answered wholly from the cache never needs them.
+    from corral.gates.rules import RULES
+
     is_infra, is_test = config.is_infra(relpath), config.is_test(relpath)
     return [rule for rule in RULES if rule.applies_to(is_infra=is_infra, is_test=is_test)]
 
@@ -124,12 +127,16 @@ def _run_rules(
 
 def uncheckable(relpath: str, problem: Uncheckable) -> Finding:
     message = f"file {problem.reason}; it cannot be checked"
+    from corral.gates.rules.base import EngineCodes
+
     return Finding(relpath, problem.line, problem.col, EngineCodes.UNCHECKABLE, message)
 
 
 def unusable_config(relpath: str, error: Exception) -> Finding:
     """What a per-file front reports on a file whose settings it cannot use (`corral check` stops instead)."""
     message = f"config error: {error}; corral cannot check this file"
+    from corral.gates.rules.base import EngineCodes
+
     return Finding(relpath, 1, 1, EngineCodes.CONFIG_ERROR, message)
 
 
@@ -206,11 +213,27 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
         results[relpath] = result
         if cache is not None and key is not None:
             cache.store(relpath, stamp, key, result, hit=hit)
+    findings = [finding for result in results.values() for finding in result.findings]
+    # The whole-project checks are a function of every file's result: when each was served from the cache,
+    # their output is the one stored with the same files (and no rule module needs loading).
+    inputs = [(relpath, outcomes[path][1]) for path, relpath in zip(sorted(outcomes), results, strict=True)]
+    every_hit = all(outcome[3] for outcome in outcomes.values())
+    project = cache.project_output(inputs) if cache is not None and every_hit else None
+    if project is None:
+        reports: dict[str, Any] = {}
+        try:
+            project_findings = run_project_checks(results, config, reports)
+        except DamagedCache:
+            assert cache is not None  # only a cached result can hold facts that do not read back
+            cache.discard()
+            return check_paths(paths, config, use_cache=use_cache)
+        if cache is not None:
+            cache.store_project_output(inputs, project_findings, reports)
+    else:
+        project_findings, reports = project
     if cache is not None:
         cache.save()
-    findings = [finding for result in results.values() for finding in result.findings]
-    reports: dict[str, Any] = {}
-    findings.extend(run_project_checks(results, config, reports))
+    findings.extend(project_findings)
     return CheckResult(config.root, len(outcomes), sorted(findings), results, reports)
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 
 from corral.gates.engine.run import CheckResult
-from corral.gates.findings import Finding
+from corral.gates.findings import Finding, code_family
 from corral.gates.outputs.shared import code_table, plural
-from corral.gates.rules.base import code_family
 
 # Compiled on first use (by `re`'s own cache): the character ranges cost milliseconds to compile, and most
 # runs write other formats.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from corral.gates.engine.run import CheckResult
-from corral.gates.rules import CODES
 
 
 def plural(count: int, noun: str) -> str:
@@ -20,5 +19,8 @@ def summary(result: CheckResult) -> str:
 
 def code_table(result: CheckResult) -> dict[str, str]:
     """Every code with its summary, sorted: the registry's, and any a finding carries beside them."""
+    # The registry loads every rule: only the formats that show the table (SARIF, JUnit, markdown) pay.
+    from corral.gates.rules import CODES
+
     codes = {**{f.code: f.code for f in result.findings}, **CODES}
     return dict(sorted(codes.items()))

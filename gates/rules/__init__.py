@@ -5,7 +5,8 @@ families derived from it (`FAMILIES`)."""
 
 from __future__ import annotations
 
-from corral.gates.rules.base import EngineCodes, Fact, ProjectCheck, Rule, code_family, code_table
+from corral.gates.findings import code_family
+from corral.gates.rules.base import EngineCodes, Fact, ProjectCheck, Rule, code_table
 from corral.gates.rules.connection_budget import ConnectionBudget, ConnectionBudgetCheck
 from corral.gates.rules.hidden_spawners import HiddenSpawners
 from corral.gates.rules.job_report import JobsReport

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from corral.gates.analysis.context import FileContext
-from corral.gates.findings import FactsByFile, Finding
+from corral.gates.findings import FactsByFile, Finding, code_family
 
 if TYPE_CHECKING:
     from corral.gates.config import Config
@@ -142,11 +142,6 @@ class ProjectCheck:
 
     def run(self, facts_by_file: FactsByFile, config: Config, reports: dict[str, Any]) -> list[Finding]:
         raise NotImplementedError
-
-
-def code_family(code: str) -> str:
-    """A code's rule family: CRL101 is in CRL1; the engine's own codes make up CRL0."""
-    return code[:4]
 
 
 def code_table(declarations: Iterable[type[EngineCodes] | type[Rule]]) -> dict[str, str]:

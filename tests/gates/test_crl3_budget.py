@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 
 from conftest import run_corral
 
@@ -203,3 +206,50 @@ def test_configured_max_conns_stands_in_for_a_pool_sized_at_run_time(project) ->
     )
     assert configured.returncode == 0, configured.stdout
     assert "index 4 + relay 1 = 5 <= 50 (max_conns 100 x reserve 0.5)" in configured.stdout
+
+
+def test_a_warm_run_answers_the_project_checks_from_the_cache_and_sees_a_changed_dependency(project) -> None:
+    """Every result served from the cache: the project checks' output is the stored one, and no rule module
+    loads. A queue file edited since (the runtime's file, which depends on it, keeps its key): recomputed."""
+    root = seed_project(project, webhook=10)
+    cold = run_corral("check", "--format", "json", cwd=root)
+    warm = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from corral.gates.cli.main import main; code = main(['check', '--format', 'json']); "
+            "print(sorted(m for m in sys.modules if m.startswith('corral.gates.rules')), file=sys.stderr); "
+            "sys.exit(code)",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert warm.returncode == cold.returncode == 1, warm.stderr
+    assert warm.stderr.strip() == "[]", f"a warm run loaded rule modules: {warm.stderr}"
+    assert json.loads(warm.stdout) == json.loads(cold.stdout)
+    assert [finding["code"] for finding in json.loads(warm.stdout)["findings"]] == ["CRL301"]
+    (root / "app" / "queues.py").write_text(textwrap.dedent(SEED_QUEUES.format(webhook=9)))
+    fixed = run_corral("check", "--format", "json", cwd=root)
+    assert fixed.returncode == 0, fixed.stdout
+    assert json.loads(fixed.stdout)["findings"] == []
+
+
+def test_a_cached_fact_that_does_not_read_back_costs_one_cold_run(project) -> None:
+    root = seed_project(project, webhook=10)
+    cold = run_corral("check", "--format", "json", cwd=root)
+    (cache_file,) = (root / ".corral_cache").glob("results-*.json")
+    document = json.loads(cache_file.read_text())
+    damaged = 0
+    for entry in document["results"].values():
+        for kind in entry[1]:
+            entry[1][kind] = [{"not": "a field"}]
+            damaged += 1
+    assert damaged
+    cache_file.write_text(json.dumps(document))
+    (root / "app" / "__init__.py").write_text("# touched: the project checks must run again\n")
+    again = run_corral("check", "--format", "json", cwd=root)
+    assert again.returncode == cold.returncode == 1, again.stderr
+    assert json.loads(again.stdout)["findings"] == json.loads(cold.stdout)["findings"]
+    assert json.loads(again.stdout)["budget"] == json.loads(cold.stdout)["budget"]

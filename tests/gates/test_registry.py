@@ -14,8 +14,9 @@ import corral.gates.rules
 import pytest
 from corral.gates.config import Config
 from corral.gates.engine.run import check_source
+from corral.gates.findings import code_family
 from corral.gates.rules import CODES, FACT_KINDS, FAMILIES, PROJECT_CHECKS, RULES
-from corral.gates.rules.base import EngineCodes, ProjectCheck, Rule, code_family, code_table
+from corral.gates.rules.base import EngineCodes, ProjectCheck, Rule, code_table
 from expectations import FIXTURES, example_source, read_expectations
 
 REPO = Path(__file__).resolve().parents[2]
