@@ -5,7 +5,7 @@ corral's own version; the key covers all four. A result that read other project 
 `settings.py`, a queue from `app/queues.py`) also records them (`FileResult.dependencies`: stamp and
 content hash) and is served only while each still holds: by stamp, else by content. So a stale entry can
 never be served. One JSON file per settings fingerprint keeps a warm run to one read and at most one write.
-A result's facts are stored in each record's own JSON form (`Fact.to_json`), by kind, and read back by the
+A result's facts are stored in each record's own JSON form (`rules.base.fact_to_json`), by kind, and read back by the
 record type registered for the kind (`rules.FACT_KINDS`).
 
 The whole-project checks' output (findings and report sections) is kept too, with the files it was
@@ -221,7 +221,9 @@ def _inputs_digest(inputs: list[tuple[str, str | None]]) -> str | None:
 
 
 def _facts_to_json(facts: dict[str, list[Any]] | None) -> dict[str, list[Any]]:
-    return {kind: [fact.to_json() for fact in recorded] for kind, recorded in (facts or {}).items()}
+    from corral.gates.rules.base import fact_to_json
+
+    return {kind: [fact_to_json(fact) for fact in recorded] for kind, recorded in (facts or {}).items()}
 
 
 def _facts_from_json(data: dict[str, list[Any]]) -> dict[str, list[Any]] | None:

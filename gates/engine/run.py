@@ -9,6 +9,7 @@ unreadable or undecodable file is CRL001 whether or not a rule would have looked
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import unicodedata
@@ -203,8 +204,11 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
         if len(cache) >= 0.9 * len(found):
             # A warm cache answers faster in this process than workers can start.
             start_after = len(found) + 1
-    # A cold run checks the first files a walk finds while it looks for the rest (the workers load the
-    # rules meanwhile).
+    if start_after == PARALLEL_THRESHOLD:
+        # A run the cache does not answer forks its workers from here: the rules load once, before, and
+        # every worker inherits them instead of loading them itself.
+        importlib.import_module("corral.gates.rules")
+    # A cold run checks the first files a walk finds while it looks for the rest.
     outcomes = map_paths(_check_file, found, start_after=start_after, initializer=_prepare, initargs=(config, cache))
     results: dict[str, FileResult] = {}
     for path in sorted(outcomes):

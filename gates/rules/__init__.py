@@ -27,7 +27,7 @@ RULES: tuple[type[Rule], ...] = (
 # In this order: each adds its section to the reports, and `--format json` shows them in that order.
 PROJECT_CHECKS: tuple[type[ProjectCheck], ...] = (JobsReport, ConnectionBudgetCheck)
 
-FACT_KINDS: dict[str, type[Fact]] = {check.fact.KIND: check.fact for check in PROJECT_CHECKS}
+FACT_KINDS: dict[str, type[Fact]] = {check.fact.fact_kind(): check.fact for check in PROJECT_CHECKS}
 
 CODES: dict[str, str] = code_table((EngineCodes, *RULES))
 

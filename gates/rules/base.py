@@ -18,9 +18,8 @@ facts once all files are checked and reports under its rule's codes.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from corral.gates.analysis.context import FileContext
 from corral.gates.findings import FactsByFile, Finding, code_family
@@ -99,36 +98,53 @@ class Rule:
 AnyFact = TypeVar("AnyFact", bound="Fact")
 
 
-@dataclasses.dataclass(frozen=True)
-class Fact:
-    """Base of the typed records a rule keeps per file for its project half (subclasses are frozen
-    dataclasses). `KIND` names the records in a file's facts and in the cache; the record's JSON form is
-    its fields by name, nested records as their own JSON form, and goes back through `from_json`."""
-
-    KIND: ClassVar[str]
-
-    def record(self, context: FileContext) -> None:
-        """Keep this record with the checked file's result."""
-        context.add_fact(self.KIND, self)
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+class Fact(Protocol):
+    """The typed records a rule keeps per file for its project half: each a NamedTuple (cheap to define:
+    the `dataclasses` module alone would cost every cold run a few milliseconds) whose classmethod `fact_kind`
+    names its records in a file's facts and in the cache, and whose `from_json` reads back
+    `fact_to_json`'s form (fields by name, nested records as their own fields by name)."""
 
     @classmethod
-    def from_json(cls: type[AnyFact], data: Any) -> AnyFact:
-        """The record back from `to_json`'s form. A record with nested records overrides it; a damaged
-        form raises TypeError, ValueError or KeyError."""
-        if not isinstance(data, dict):
-            raise TypeError(f"{cls.__name__}: not a JSON object")
-        return cls(**data)
+    def fact_kind(cls) -> str: ...
 
     @classmethod
-    def recorded(cls: type[AnyFact], facts_by_file: FactsByFile) -> Iterator[tuple[str, AnyFact]]:
-        """Every record of this kind in the project, with the relative path of the file that holds it."""
-        for relpath, recorded in facts_by_file.items():
-            for fact in recorded.get(cls.KIND, ()):
-                if isinstance(fact, cls):
-                    yield relpath, fact
+    def from_json(cls, data: Any) -> Fact: ...
+
+    def _asdict(self) -> dict[str, Any]: ...
+
+
+def record_fact(fact: Fact, context: FileContext) -> None:
+    """Keep `fact` with the checked file's result."""
+    context.add_fact(fact.fact_kind(), fact)
+
+
+def fact_to_json(fact: Fact) -> dict[str, Any]:
+    """A record's JSON form: its fields by name, nested records (and tuples of them) the same way."""
+    return {name: _json_value(value) for name, value in fact._asdict().items()}
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, tuple):
+        asdict = getattr(value, "_asdict", None)
+        if asdict is not None:
+            return {name: _json_value(item) for name, item in asdict().items()}
+        return [_json_value(item) for item in value]
+    return value
+
+
+def json_fields(cls: type, data: Any) -> dict[str, Any]:
+    """`data` as a record's keyword arguments; TypeError when it is not a JSON object (a damaged cache)."""
+    if not isinstance(data, dict):
+        raise TypeError(f"{cls.__name__}: not a JSON object")
+    return data
+
+
+def recorded(kind: type[AnyFact], facts_by_file: FactsByFile) -> Iterator[tuple[str, AnyFact]]:
+    """Every record of type `kind` in the project, with the relative path of the file that holds it."""
+    for relpath, facts in facts_by_file.items():
+        for fact in facts.get(kind.fact_kind(), ()):
+            if isinstance(fact, kind):
+                yield relpath, fact
 
 
 class ProjectCheck:

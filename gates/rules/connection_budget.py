@@ -13,9 +13,8 @@ value the gate could not resolve is CRL302 where it stands: a budget that cannot
 from __future__ import annotations
 
 import ast
-import dataclasses
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from corral.gates.analysis.context import FileContext
 from corral.gates.analysis.scoped import ScopedVisitor
@@ -23,7 +22,7 @@ from corral.gates.analysis.values import StaticValues, Unresolved
 from corral.gates.config import Config
 from corral.gates.findings import FactsByFile, Finding
 from corral.gates.frameworks.corral import QUEUE_CLASSES
-from corral.gates.rules.base import Fact, ProjectCheck, Rule
+from corral.gates.rules.base import ProjectCheck, Rule, json_fields, record_fact, recorded
 from corral.gates.source.prefilter import Source
 
 RUNTIMES = frozenset({"corral.runtime.Runtime", "corral.runtime.runtime.Runtime"})
@@ -32,8 +31,7 @@ QUEUES = QUEUE_CLASSES
 RUNTIME_DEFAULTS: dict[str, float] = {"relay": 1, "max_conns": 40}
 
 
-@dataclasses.dataclass(frozen=True)
-class UnresolvedValue:
+class UnresolvedValue(NamedTuple):
     """A value of a runtime's budget the gate could not resolve, where it stands (possibly in another
     module). `setting` is the value's name (`relay`, `queue index max_workers`...), None for a problem
     with the declaration itself (no `queues=`, a `**` argument)."""
@@ -44,20 +42,16 @@ class UnresolvedValue:
     setting: str | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class QueueWorkers:
+class QueueWorkers(NamedTuple):
     """One queue of a runtime: its name (`?` when the gate cannot read it) and its `max_workers`."""
 
     name: str
     workers: float
 
 
-@dataclasses.dataclass(frozen=True)
-class BudgetFact(Fact):
+class BudgetFact(NamedTuple):
     """One `Runtime(...)` declaration as far as the gate could resolve it (None: the argument is left out
     or could not be resolved; `unresolved` says which)."""
-
-    KIND: ClassVar[str] = "budget"
 
     line: int
     col: int
@@ -68,9 +62,13 @@ class BudgetFact(Fact):
     unresolved: tuple[UnresolvedValue, ...]
 
     @classmethod
+    def fact_kind(cls) -> str:
+        """What this record's facts are filed under in a file's facts and in the cache."""
+        return "budget"
+
+    @classmethod
     def from_json(cls, data: Any) -> BudgetFact:
-        if not isinstance(data, dict):
-            raise TypeError("BudgetFact: not a JSON object")
+        data = json_fields(cls, data)
         queues = tuple(QueueWorkers(**queue) for queue in data["queues"])
         unresolved = tuple(UnresolvedValue(**value) for value in data["unresolved"])
         return cls(**{**data, "queues": queues, "unresolved": unresolved})
@@ -138,7 +136,7 @@ class ConnectionBudget(Rule, ScopedVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         if self.resolve(node.func) in RUNTIMES:
-            self._runtime_fact(node).record(self.context)
+            record_fact(self._runtime_fact(node), self.context)
         self.generic_visit(node)
 
     def _runtime_fact(self, call: ast.Call) -> BudgetFact:
@@ -246,7 +244,7 @@ class ConnectionBudgetCheck(ProjectCheck):
         findings: list[Finding] = []
         entries: list[dict[str, Any]] = []
         reports[self.REPORT] = entries
-        declared = list(BudgetFact.recorded(facts_by_file))
+        declared = list(recorded(BudgetFact, facts_by_file))
         if not declared:
             return findings
         # Imported only for a project that declares a runtime: the package brings asyncio with it.

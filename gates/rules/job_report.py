@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from corral.gates.rules.base import ProjectCheck
+from corral.gates.rules.base import ProjectCheck, fact_to_json, recorded
 from corral.gates.rules.job_timeouts import JobKindFact, JobTimeouts
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ class JobsReport(ProjectCheck):
     REPORT: ClassVar[str] = "jobs"
 
     def run(self, facts_by_file: FactsByFile, config: Config, reports: dict[str, Any]) -> list[Finding]:
-        kinds = [{"path": relpath, **fact.to_json()} for relpath, fact in JobKindFact.recorded(facts_by_file)]
+        kinds = [{"path": relpath, **fact_to_json(fact)} for relpath, fact in recorded(JobKindFact, facts_by_file)]
         kinds.sort(key=lambda kind: (kind["path"], kind["line"], kind["kind"]))
         reports[self.REPORT] = kinds
         return []

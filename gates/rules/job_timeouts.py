@@ -9,16 +9,15 @@ frameworks' own, joined: a framework with a code of its own declares it beside i
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Iterator
-from typing import ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from corral.gates.config import Config
 from corral.gates.findings import Finding
 from corral.gates.frameworks import FRAMEWORKS, job_kinds
 from corral.gates.frameworks.base import OTHER, UNRESOLVED
-from corral.gates.rules.base import Fact, Rule
+from corral.gates.rules.base import Rule, json_fields, record_fact
 from corral.gates.source.prefilter import Source
 
 # Every job kind is declared by a decorator or call whose name is written in the file: a method of an app,
@@ -69,12 +68,9 @@ def _names_a_method(data: bytes) -> bool:
     return False
 
 
-@dataclasses.dataclass(frozen=True)
-class JobKindFact(Fact):
+class JobKindFact(NamedTuple):
     """One job kind as the jobs report shows it: its effective hard timeout in seconds (None: none
     proven), where that comes from, and the code it fails with (None when it passes)."""
-
-    KIND: ClassVar[str] = "jobs"
 
     framework: str
     kind: str
@@ -84,6 +80,15 @@ class JobKindFact(Fact):
     line: int
     function: str | None
     code: str | None
+
+    @classmethod
+    def fact_kind(cls) -> str:
+        """What this record's facts are filed under in a file's facts and in the cache."""
+        return "jobs"
+
+    @classmethod
+    def from_json(cls, data: Any) -> JobKindFact:
+        return cls(**json_fields(cls, data))
 
 
 class JobTimeouts(Rule):
@@ -106,7 +111,7 @@ class JobTimeouts(Rule):
     def check(self) -> Iterator[Finding]:
         context = self.context
         for kind in job_kinds(context):
-            JobKindFact(
+            fact = JobKindFact(
                 framework=kind.framework,
                 kind=kind.name,
                 queue=kind.queue,
@@ -115,6 +120,7 @@ class JobTimeouts(Rule):
                 line=kind.node.lineno,
                 function=kind.function.name if kind.function is not None else None,
                 code=kind.code,
-            ).record(context)
+            )
+            record_fact(fact, context)
             if kind.code is not None and kind.problem is not None:
                 yield context.finding(kind.node, kind.code, kind.problem)

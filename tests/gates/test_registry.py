@@ -16,7 +16,7 @@ from corral.gates.config import Config
 from corral.gates.engine.run import check_source
 from corral.gates.findings import code_family
 from corral.gates.rules import CODES, FACT_KINDS, FAMILIES, PROJECT_CHECKS, RULES
-from corral.gates.rules.base import EngineCodes, ProjectCheck, Rule, code_table
+from corral.gates.rules.base import EngineCodes, ProjectCheck, Rule, code_table, fact_to_json
 from expectations import FIXTURES, example_source, read_expectations
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ def test_every_rule_module_defines_a_registered_rule(module_name: str) -> None:
 def test_project_checks_belong_to_registered_rules() -> None:
     for check in PROJECT_CHECKS:
         assert check.rule in RULES, f"{check.__name__} reads the facts of an unregistered rule"
-        assert FACT_KINDS[check.fact.KIND] is check.fact
+        assert FACT_KINDS[check.fact.fact_kind()] is check.fact
     assert len(FACT_KINDS) == len(PROJECT_CHECKS), "two project checks read facts of one kind"
 
 
@@ -66,7 +66,7 @@ def test_facts_survive_the_cache_round_trip() -> None:
             facts = check_source("app/module.py", source, Config(root=Path("/project"))).facts or {}
             for kind, recorded in facts.items():
                 for fact in recorded:
-                    assert FACT_KINDS[kind].from_json(json.loads(json.dumps(fact.to_json()))) == fact
+                    assert FACT_KINDS[kind].from_json(json.loads(json.dumps(fact_to_json(fact)))) == fact
                     seen.add(kind)
     assert seen == set(FACT_KINDS)
 
