@@ -54,7 +54,7 @@ class Producer:
         self._running: dict[int, asyncio.Task[None]] = {}
 
     def wake(self) -> None:
-        """Look for jobs now (new local jobs, a freed slot, a due retry, the stop)."""
+        """Look for jobs now (new local jobs, a freed worker or key slot, a due retry, the stop)."""
         self._wake.set()
 
     def running_jobs(self) -> list[asyncio.Task[None]]:
@@ -71,7 +71,9 @@ class Producer:
             claimed: list[ClaimedJob] = []
             if free > 0:
                 try:
-                    claimed = await self._store.claim(queue.name, free, self._worker_id)
+                    # per_key: the store skips jobs whose key has no free slot and leases the others'
+                    # slots with the claim, so a hot key's backlog is never claimed only to be snoozed.
+                    claimed = await self._store.claim(queue.name, free, self._worker_id, per_key=queue.per_key)
                 except Exception:
                     log.exception("queue %s: claim failed; retrying after the poll interval", queue.name)
                 for job in claimed:
