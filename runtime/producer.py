@@ -82,8 +82,11 @@ class Producer:
                     task.add_done_callback(functools.partial(self._job_done, job.id))
                 if claimed:
                     idle_wait = self._hot_poll
-                    if len(claimed) == free:
-                        continue  # there may be more; the next pass waits only if every slot is busy
+                    if len(claimed) == free or queue.per_key is not None:
+                        # There may be more; the next pass waits only if every slot is busy. On a per_key
+                        # queue the claim looks at a few jobs past the first, and a key it filled may have
+                        # hidden other keys' jobs behind its own: the next claim passes over that key.
+                        continue
             if not self._lifecycle.claiming:
                 break
             wait = queue.poll if free <= 0 else min(idle_wait, queue.poll)
