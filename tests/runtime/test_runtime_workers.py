@@ -318,13 +318,17 @@ def test_a_hot_key_does_not_hold_up_other_keys_or_jobs_without_one(db: Backend) 
         await asyncio.sleep(0.02)
         finished[name] = time.monotonic()
 
+    feeder = make_runtime(db, [queue])
     runtime = make_runtime(db, [queue])
 
     async def main() -> None:
+        # The whole backlog is there before the first claim: the two others sit behind the hot key's 40.
+        await feeder.start(queues=[])
+        hot = [await feeder.enqueue("webhook.deliver", name=f"hot-{n}", key="hot") for n in range(40)]
+        cold = await feeder.enqueue("webhook.deliver", name="cold", key="cold")
+        plain = await feeder.enqueue("webhook.deliver", name="plain")
+        await feeder.stop()
         async with runtime:
-            hot = [await runtime.enqueue("webhook.deliver", name=f"hot-{n}", key="hot") for n in range(40)]
-            cold = await runtime.enqueue("webhook.deliver", name="cold", key="cold")
-            plain = await runtime.enqueue("webhook.deliver", name="plain")
             for job_id in [cold, plain, *hot]:
                 assert (await runtime.wait(job_id, timeout=30)).state == "done"
 
