@@ -337,6 +337,37 @@ def test_a_hot_key_does_not_hold_up_other_keys_or_jobs_without_one(db: Backend) 
     assert finished["cold"] < finished["hot-5"] and finished["plain"] < finished["hot-5"]
 
 
+def test_a_freed_key_slot_wakes_the_claim_loop_long_before_its_poll(db: Backend) -> None:
+    """The key is held by a lease the runtime's claims pass over; freeing it starts the waiting job at
+    once: through this runtime's store (a slot freed here wakes its own loops), and on PostgreSQL also
+    through another store object, as another process would (its NOTIFY)."""
+    queue = Queue("webhook", max_workers=2, timeout=5, per_key=1, poll=5.0)
+    started: list[float] = []
+
+    @queue.job("webhook.deliver")
+    async def deliver(ctx: JobContext) -> None:
+        started.append(time.monotonic())
+
+    runtime = make_runtime(db, [queue])
+    other = make_runtime(db, [])  # its own store: another process, for this purpose
+
+    async def main() -> None:
+        async with runtime, other:
+            releasers = [runtime] + ([other] if db.kind == "postgresql" else [])
+            for releaser in releasers:
+                assert await runtime.store.acquire_key_lease("webhook", "ep", holder=999999, limit=1, seconds=60)
+                job_id = await runtime.enqueue("webhook.deliver", key="ep")
+                await asyncio.sleep(0.3)  # claims (woken by the enqueue) pass over it
+                assert db.job_row(job_id)["state"] == "waiting"
+                freed = time.monotonic()
+                await releaser.store.release_key_lease("webhook", "ep", holder=999999)
+                assert (await runtime.wait(job_id, timeout=2)).state == "done"
+                assert started[-1] - freed < 1.0  # the poll is 5 s
+            assert runtime.stats.snoozed == 0
+
+    asyncio.run(main())
+
+
 def test_per_key_n_allows_n(db: Backend) -> None:
     queue = Queue("q", max_workers=6, timeout=5, per_key=2)
     in_flight = 0
