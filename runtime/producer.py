@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 
 from corral.runtime.config import RuntimeConfig
 from corral.runtime.declarations import Queue
@@ -52,9 +53,10 @@ class Producer:
         self._hot_poll = queue.poll if pushed else config.hot_poll
         self._wake = asyncio.Event()
         self._running: dict[int, asyncio.Task[None]] = {}
+        self._past_filled_keys = _LookPastFilledKeys(first_wait=config.hot_poll, longest_wait=queue.poll)
 
     def wake(self) -> None:
-        """Look for jobs now (new local jobs, a freed slot, a due retry, the stop)."""
+        """Look for jobs now (new local jobs, a freed worker or key slot, a due retry, the stop)."""
         self._wake.set()
 
     def running_jobs(self) -> list[asyncio.Task[None]]:
@@ -71,16 +73,20 @@ class Producer:
             claimed: list[ClaimedJob] = []
             if free > 0:
                 try:
-                    claimed = await self._store.claim(queue.name, free, self._worker_id)
+                    # per_key: the store skips jobs whose key has no free slot and leases the others'
+                    # slots with the claim, so a hot key's backlog is never claimed only to be snoozed.
+                    claimed = await self._store.claim(queue.name, free, self._worker_id, per_key=queue.per_key)
                 except Exception:
                     log.exception("queue %s: claim failed; retrying after the poll interval", queue.name)
                 for job in claimed:
                     task = spawn(self._executor.execute(queue, job), name=f"corral:job:{job.kind}:{job.id}")
                     self._running[job.id] = task
                     task.add_done_callback(functools.partial(self._job_done, job.id))
+                if queue.per_key is not None:
+                    self._past_filled_keys.claimed(bool(claimed))
                 if claimed:
                     idle_wait = self._hot_poll
-                    if len(claimed) == free:
+                    if len(claimed) == free or (queue.per_key is not None and self._past_filled_keys.due()):
                         continue  # there may be more; the next pass waits only if every slot is busy
             if not self._lifecycle.claiming:
                 break
@@ -91,6 +97,36 @@ class Producer:
     def _job_done(self, job_id: int, _task: asyncio.Task[None]) -> None:
         self._running.pop(job_id, None)
         self._wake.set()  # a slot is free
+
+
+class _LookPastFilledKeys:
+    """When a per_key queue's claim loop claims again at once though its claim left slots free.
+
+    A per_key claim looks at only a few jobs past the first, so a hot key's backlog can hide other
+    keys' jobs behind its own; a claim right after, with that key now full, passes over it. While such
+    looks find something they go on at once; each that finds nothing doubles the wait before the
+    next (from ``first_wait`` up to ``longest_wait``, the queue's poll), so a hot key alone costs no
+    empty claim per job and a job hidden behind it waits at most about one poll.
+    """
+
+    def __init__(self, *, first_wait: float, longest_wait: float) -> None:
+        self._first_wait = first_wait
+        self._longest_wait = longest_wait
+        self._wait = 0.0
+        self._next_at = 0.0
+        self._looking = False
+
+    def due(self) -> bool:
+        """True when the claim loop should claim again now; it then reports the outcome to :meth:`claimed`."""
+        self._looking = time.monotonic() >= self._next_at
+        return self._looking
+
+    def claimed(self, found: bool) -> None:
+        if not self._looking:
+            return
+        self._looking = False
+        self._wait = 0.0 if found else min(max(self._wait * 2, self._first_wait), self._longest_wait)
+        self._next_at = time.monotonic() + self._wait
 
 
 class Producers:

@@ -176,9 +176,12 @@ class Store(Protocol):
         """Insert jobs in one transaction; return their ids in order. With ``conn`` (a connection of
         the application, inside its own transaction) the jobs exist if and only if it commits."""
 
-    async def claim(self, queue: str, limit: int, worker_id: str) -> list[ClaimedJob]:
+    async def claim(self, queue: str, limit: int, worker_id: str, *, per_key: int | None = None) -> list[ClaimedJob]:
         """Atomically move up to ``limit`` runnable jobs of ``queue`` to running, under a lease;
-        spends one attempt each."""
+        spends one attempt each. With ``per_key`` (the queue's limit), a job with a key is claimed only
+        together with one of its key's ``per_key`` slots, taken in the same transaction for the job's
+        lease (holder: the job's id, so the executor's :meth:`acquire_key_lease` renews it); jobs
+        whose key has no free slot are skipped, and the jobs behind them claimed instead."""
 
     async def complete(self, completions: Sequence[Completion]) -> None:
         """Record finished jobs (a batch, one transaction)."""
@@ -198,7 +201,9 @@ class Store(Protocol):
     async def acquire_key_lease(self, queue: str, key: str, *, holder: int, limit: int, seconds: float) -> bool:
         """Take one of ``limit`` lease slots of ``key`` for ``seconds``; False when all are held."""
 
-    async def release_key_lease(self, queue: str, key: str, *, holder: int) -> None: ...
+    async def release_key_lease(self, queue: str, key: str, *, holder: int) -> None:
+        """Free ``holder``'s slots of ``key`` and wake the queue's claimers (this runtime's at once,
+        other processes' by the store's notice when it pushes them)."""
 
     async def publish(self, topic: str, payload_json: str, *, conn: Any = None) -> int:
         """Write an outbox row; return its id. ``conn`` as for :meth:`enqueue`."""

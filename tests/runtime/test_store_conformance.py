@@ -312,6 +312,80 @@ def test_an_expired_key_lease_is_free_again(make_store: StoreFactory) -> None:
     drive(make_store, scenario)
 
 
+# -- claims on a per_key queue --------------------------------------------------------------------
+
+
+async def enqueue_in_order(store: Store, *keys: str | None) -> list[int]:
+    """One job per key (None: no key), each due a little later than the one before."""
+    return await store.enqueue([new_job(key=key, delay=-10 + i * 0.01) for i, key in enumerate(keys)])
+
+
+def test_a_keyed_claim_skips_jobs_whose_key_has_no_free_slot_and_takes_the_next(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        a1, a2, plain, b1, c1, c2, c3 = await enqueue_in_order(store, "a", "a", None, "b", "c", "c", "c")
+        assert await store.acquire_key_lease("q", "b", holder=999, limit=1, seconds=60)  # b is held elsewhere
+        first = await store.claim("q", 10, "w", per_key=1)
+        assert [job.id for job in first] == [a1, plain, c1]  # a2, c2 and c3 wait for their key; b1 for b
+        assert [job.attempt for job in first] == [1, 1, 1]
+        # The claim took the keys' slots for its jobs: the executor's ask renews it, anybody else's fails.
+        assert await store.acquire_key_lease("q", "a", holder=a1, limit=1, seconds=60)
+        assert not await store.acquire_key_lease("q", "a", holder=a2, limit=1, seconds=60)
+        assert not await store.acquire_key_lease("q", "c", holder=998, limit=1, seconds=60)
+        assert await store.claim("q", 10, "w", per_key=1) == []
+        assert (await store.counts())["q"] == QueueCounts(waiting=4, running=3)
+        # A claim without per_key knows nothing of slots (a queue without the limit).
+        (unlimited,) = await store.claim("q", 1, "w")
+        assert unlimited.id == a2
+        await store.release_key_lease("q", "c", holder=c1)
+        # per_key=2: b has its second slot free, c both of its slots.
+        assert [job.id for job in await store.claim("q", 10, "w", per_key=2)] == [b1, c2, c3]
+        assert not await store.acquire_key_lease("q", "b", holder=997, limit=2, seconds=60)
+        assert not await store.acquire_key_lease("q", "c", holder=997, limit=2, seconds=60)
+
+    drive(make_store, scenario)
+
+
+def test_a_freed_or_expired_key_slot_lets_the_next_job_of_the_key_be_claimed(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        (short,) = await store.enqueue([new_job(key="a", delay=-20, lease_seconds=SHORT)])
+        first, second, third = await enqueue_in_order(store, "a", "a", "a")
+        assert [job.id for job in await store.claim("q", 10, "w", per_key=1)] == [short]
+        assert await store.claim("q", 10, "w", per_key=1) == []
+        await asyncio.sleep(PAST_SHORT)  # the holder is lost: its slot expires with its lease
+        (job,) = await store.claim("q", 10, "w", per_key=1)
+        assert job.id == first
+        await store.complete([Completion(job_id=job.id, token=job.token, result_json=None)])
+        assert await store.claim("q", 10, "w", per_key=1) == []  # done, but its slot is still held
+        await store.release_key_lease("q", "a", holder=first)
+        (job,) = await store.claim("q", 10, "w", per_key=1)
+        assert (job.id, job.attempt) == (second, 1)  # skipped twice, no attempt spent
+        await store.release_key_lease("q", "a", holder=999)  # not the holder: nothing is freed
+        assert await store.claim("q", 10, "w", per_key=1) == []
+        await store.release_key_lease("q", "a", holder=second)
+        assert [job.id for job in await store.claim("q", 10, "w", per_key=1)] == [third]
+
+    drive(make_store, scenario)
+
+
+def test_keyed_claims_interleave_two_keys_one_job_of_each_at_a_time(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        ids = await enqueue_in_order(store, "a", "a", "a", "b", "b", "b")
+        a_jobs, b_jobs = ids[:3], ids[3:]
+        order: list[int] = []
+        running = [job.id for job in await store.claim("q", 10, "w", per_key=1)]
+        assert running == [a_jobs[0], b_jobs[0]]
+        order += running
+        while running:
+            for job_id in running:
+                await store.release_key_lease("q", "a" if job_id in a_jobs else "b", holder=job_id)
+            running = [job.id for job in await store.claim("q", 10, "w", per_key=1)]
+            assert len(running) <= 2 and len({job_id in a_jobs for job_id in running}) == len(running)
+            order += running
+        assert order == [a_jobs[0], b_jobs[0], a_jobs[1], b_jobs[1], a_jobs[2], b_jobs[2]]
+
+    drive(make_store, scenario)
+
+
 # -- events ---------------------------------------------------------------------------------------
 
 

@@ -95,6 +95,7 @@ class MemoryStore:
         self._events: dict[int, tuple[str, str]] = {}  # id -> (topic, payload), in id order
         self._key_leases: dict[tuple[str, str, int], _KeyLease] = {}
         self._periodic: dict[str, float] = {}  # kind -> next run
+        self._on_jobs: list[Callable[[str | None], None]] = []  # every watching runtime's claim loops
 
     @classmethod
     def from_url(cls, url: str) -> MemoryStore:
@@ -115,7 +116,10 @@ class MemoryStore:
         on_finished: Callable[[Sequence[int]], None],
         on_events: Callable[[], None],
     ) -> bool:
-        return False  # like SQLite: other runtimes' work is found by polling
+        # Like SQLite: other runtimes' new jobs are found by polling. A freed key slot wakes every
+        # runtime sharing the store, as a released lease wakes its own runtime in the SQL stores.
+        self._on_jobs.append(on_jobs)
+        return False
 
     async def migrate(self) -> list[int]:
         return []  # no schema, nothing to connect to
@@ -176,17 +180,30 @@ class MemoryStore:
         now = await self._begin(conn)
         return [self._insert(job, now=now) for job in jobs]
 
-    async def claim(self, queue: str, limit: int, worker_id: str) -> list[ClaimedJob]:
+    async def claim(self, queue: str, limit: int, worker_id: str, *, per_key: int | None = None) -> list[ClaimedJob]:
         if limit < 1:
             return []
         now = await self._begin()
         heap = self._runnable.get(queue, [])
         claimed: list[ClaimedJob] = []
+        key_busy: list[tuple[float, int]] = []  # entries of jobs whose key has no free slot: they stay runnable
+        free_slots: dict[str, list[int]] = {}
         while heap and len(claimed) < limit and heap[0][0] <= now:
-            run_at, job_id = heapq.heappop(heap)
+            entry = heapq.heappop(heap)
+            run_at, job_id = entry
             job = self._jobs.get(job_id)
             if job is None or job.state not in _RUNNABLE or job.run_at != run_at:
                 continue  # a stale entry
+            if per_key is not None and job.key is not None:
+                if job.key not in free_slots:
+                    free_slots[job.key] = [
+                        slot for slot in range(per_key) if not self._slot_busy(queue, job.key, slot, now)
+                    ]
+                if not free_slots[job.key]:
+                    key_busy.append(entry)
+                    continue
+                slot = free_slots[job.key].pop(0)
+                self._key_leases[queue, job.key, slot] = _KeyLease(holder=job.id, busy_until=now + job.lease_seconds)
             job.state = RUNNING
             job.attempt += 1
             job.claims += 1
@@ -208,7 +225,17 @@ class MemoryStore:
                     run_at=job.run_at,
                 )
             )
+        for entry in key_busy:
+            heapq.heappush(heap, entry)
         return claimed
+
+    def _holder_of(self, queue: str, key: str, slot: int) -> int | None:
+        lease = self._key_leases.get((queue, key, slot))
+        return None if lease is None else lease.holder
+
+    def _slot_busy(self, queue: str, key: str, slot: int, now: float) -> bool:
+        lease = self._key_leases.get((queue, key, slot))
+        return lease is not None and lease.busy_until >= now
 
     async def complete(self, completions: Sequence[Completion]) -> None:
         if not completions:
@@ -280,7 +307,9 @@ class MemoryStore:
 
     async def acquire_key_lease(self, queue: str, key: str, *, holder: int, limit: int, seconds: float) -> bool:
         now = await self._begin()
-        for slot in range(limit):
+        # The holder's own slot first (a claim may have taken it): renewing never takes a second one.
+        held_first = sorted(range(limit), key=lambda slot: self._holder_of(queue, key, slot) != holder)
+        for slot in held_first:
             lease = self._key_leases.get((queue, key, slot))
             if lease is None or lease.busy_until < now or lease.holder == holder:
                 self._key_leases[queue, key, slot] = _KeyLease(holder=holder, busy_until=now + seconds)
@@ -296,6 +325,9 @@ class MemoryStore:
         ]
         for slot in held:
             del self._key_leases[slot]
+        if held:
+            for on_jobs in self._on_jobs:
+                on_jobs(queue)
 
     # -- events ---------------------------------------------------------------------------------
 

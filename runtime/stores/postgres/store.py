@@ -135,6 +135,9 @@ class PostgresStore:
         self._on_finished: Callable[[Sequence[int]], None] | None = None
         self._on_events: Callable[[], None] | None = None
         self._listener: asyncio.Task[None] | None = None
+        # Jobs whose key slot this store's claim took and whose executor has not asked for it yet;
+        # a settled job leaves (its slot is released by holder or expires with its lease).
+        self._leased_by_claim: set[int] = set()
         self._open = False
 
     @classmethod
@@ -368,17 +371,25 @@ class PostgresStore:
         async with self._cursor(conn) as cur:
             return await self._insert(cur, jobs, [None] * len(jobs))
 
-    async def claim(self, queue: str, limit: int, worker_id: str) -> list[ClaimedJob]:
+    async def claim(self, queue: str, limit: int, worker_id: str, *, per_key: int | None = None) -> list[ClaimedJob]:
         if limit < 1:
             return []
         async with self._cursor() as cur:
-            await cur.execute(self._sql["claim"], (worker_id, queue, limit))
+            if per_key is None:
+                await cur.execute(self._sql["claim"], (worker_id, queue, limit))
+            else:
+                # Jobs of keys whose slots this claim fills are skipped too: look at a few more than ``limit``.
+                keyed = {"queue": queue, "per_key": per_key, "limit": limit, "scan": 2 * limit, "worker": worker_id}
+                await cur.execute(self._sql["claim_keyed"], keyed)
             rows = await cur.fetchall()
         jobs = [claimed_job(queue, row) for row in rows]
         jobs.sort(key=lambda job: (job.run_at, job.id))
+        if per_key is not None:
+            self._leased_by_claim.update(job.id for job in jobs if job.key is not None)
         return jobs
 
     async def complete(self, completions: Sequence[Completion]) -> None:
+        self._leased_by_claim.difference_update(c.job_id for c in completions)
         async with self._cursor() as cur:
             for start in range(0, len(completions), _IDS_PER_NOTICE):
                 chunk = completions[start : start + _IDS_PER_NOTICE]
@@ -393,6 +404,7 @@ class PostgresStore:
                 )
 
     async def fail(self, job_id: int, token: int, *, error: str, traceback: str | None, retry_at: float | None) -> None:
+        self._leased_by_claim.discard(job_id)
         final = retry_at is None
         delay = 0.0 if retry_at is None else retry_at - self._clock()
         async with self._cursor() as cur:
@@ -412,6 +424,7 @@ class PostgresStore:
             )
 
     async def _unclaim(self, job_id: int, token: int, seconds: float) -> None:
+        self._leased_by_claim.discard(job_id)
         async with self._cursor() as cur:
             await cur.execute(self._sql["unclaim"], (seconds, job_id, token, self.channel, seconds <= 0))
 
@@ -436,6 +449,9 @@ class PostgresStore:
     # -- key leases -----------------------------------------------------------------------------
 
     async def acquire_key_lease(self, queue: str, key: str, *, holder: int, limit: int, seconds: float) -> bool:
+        if holder in self._leased_by_claim:
+            self._leased_by_claim.discard(holder)
+            return True  # the claim took this job's slot a moment ago, for the job's whole lease
         async with self._cursor() as cur:
             # The key's rows first (no-op once they exist), then take a free slot: each statement is
             # its own short transaction, and no lock outlives it.
@@ -444,8 +460,10 @@ class PostgresStore:
             return await cur.fetchone() is not None
 
     async def release_key_lease(self, queue: str, key: str, *, holder: int) -> None:
+        self._leased_by_claim.discard(holder)
         async with self._cursor() as cur:
-            await cur.execute(self._sql["lease_release"], (queue, key, holder))
+            # The notice wakes every process's claim loop, this one's too (polling when poll_only).
+            await cur.execute(self._sql["lease_release"], (queue, key, holder, self.channel))
 
     # -- events ---------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ share the database file: WAL mode lets readers run beside the writer, every writ
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import time
@@ -78,6 +79,10 @@ class SqliteStore:
         self._thread = StoreThread(name=f"corral-store:{Path(self.path).name}")
         self._conn: sqlite3.Connection | None = None
         self._applied: list[int] = []  # the migrations the last open applied
+        self._on_jobs: Callable[[str | None], None] | None = None
+        # Jobs whose key slot this store's claim took and whose executor has not asked for it yet;
+        # a settled job leaves (its slot is released by holder or expires with its lease).
+        self._leased_by_claim: set[int] = set()
 
     @classmethod
     def from_url(cls, url: str) -> SqliteStore:
@@ -97,7 +102,10 @@ class SqliteStore:
         on_finished: Callable[[Sequence[int]], None],
         on_events: Callable[[], None],
     ) -> bool:
-        return False  # SQLite cannot push: other processes' work is found by polling
+        # SQLite cannot push: other processes' work (and the slots they free) is found by polling.
+        # A slot freed by this runtime wakes its own claim loops.
+        self._on_jobs = on_jobs
+        return False
 
     @staticmethod
     def _no_foreign_conn(conn: Any) -> None:
@@ -236,7 +244,7 @@ class SqliteStore:
 
         return await self._run(insert)
 
-    async def claim(self, queue: str, limit: int, worker_id: str) -> list[ClaimedJob]:
+    async def claim(self, queue: str, limit: int, worker_id: str, *, per_key: int | None = None) -> list[ClaimedJob]:
         if limit < 1:
             return []
 
@@ -245,16 +253,49 @@ class SqliteStore:
             if conn.execute(_SQL["any_runnable"], (queue, now)).fetchone() is None:
                 return []
             with self._write(conn):
-                rows = conn.execute(_SQL["claim"], (worker_id, now, now, queue, now, limit)).fetchall()
+                if per_key is None:
+                    rows = conn.execute(_SQL["claim"], (worker_id, now, now, queue, now, limit)).fetchall()
+                else:
+                    rows = self._claim_with_key_slots(conn, queue, limit, worker_id, per_key, now)
             jobs = [claimed_job(queue, row) for row in rows]
             jobs.sort(key=lambda job: (job.run_at, job.id))
             return jobs
 
-        return await self._run(claim)
+        jobs = await self._run(claim)
+        self._leased_by_claim.update(job.id for job in jobs if per_key is not None and job.key is not None)
+        return jobs
+
+    @staticmethod
+    def _claim_with_key_slots(
+        conn: sqlite3.Connection, queue: str, limit: int, worker_id: str, per_key: int, now: float
+    ) -> list[Any]:
+        """Claim up to ``limit`` jobs, each keyed one with a free slot of its key taken for it. The write
+        lock is held from the first read to the last write, so no other process takes those slots."""
+        # Jobs of keys whose slots this claim fills are skipped too: read a few more than ``limit``.
+        candidates = conn.execute(_SQL["claim_keyed_candidates"], (queue, now, now, per_key, 2 * limit)).fetchall()
+        free_slots: dict[str, list[int]] = {}
+        chosen: list[int] = []
+        for job_id, key, lease_seconds in candidates:
+            if len(chosen) == limit:
+                break
+            if key is not None:
+                if key not in free_slots:
+                    busy = {row[0] for row in conn.execute(_SQL["claim_key_slots"], (queue, key, now))}
+                    free_slots[key] = [slot for slot in range(per_key) if slot not in busy]
+                if not free_slots[key]:
+                    continue
+                slot = free_slots[key].pop(0)
+                conn.execute(_SQL["claim_key_slot"], (queue, key, slot, job_id, now + lease_seconds))
+            chosen.append(job_id)
+        if not chosen:
+            return []
+        return conn.execute(_SQL["claim_ids"], (worker_id, now, now, json.dumps(chosen))).fetchall()
 
     async def complete(self, completions: Sequence[Completion]) -> None:
         if not completions:
             return
+
+        self._leased_by_claim.difference_update(c.job_id for c in completions)
 
         def complete(conn: sqlite3.Connection) -> None:
             now = self._clock()
@@ -267,6 +308,8 @@ class SqliteStore:
         await self._run(complete)
 
     async def fail(self, job_id: int, token: int, *, error: str, traceback: str | None, retry_at: float | None) -> None:
+        self._leased_by_claim.discard(job_id)
+
         def fail(conn: sqlite3.Connection) -> None:
             now = self._clock()
             final = retry_at is None
@@ -287,6 +330,8 @@ class SqliteStore:
         await self._run(fail)
 
     def _unclaim(self, job_id: int, token: int, seconds: float) -> Callable[[sqlite3.Connection], None]:
+        self._leased_by_claim.discard(job_id)
+
         def unclaim(conn: sqlite3.Connection) -> None:
             now = self._clock()
             with self._write(conn):
@@ -312,6 +357,10 @@ class SqliteStore:
     # -- key leases -----------------------------------------------------------------------------
 
     async def acquire_key_lease(self, queue: str, key: str, *, holder: int, limit: int, seconds: float) -> bool:
+        if holder in self._leased_by_claim:
+            self._leased_by_claim.discard(holder)
+            return True  # the claim took this job's slot a moment ago, for the job's whole lease
+
         def acquire(conn: sqlite3.Connection) -> bool:
             now = self._clock()
             with self._write(conn):
@@ -324,11 +373,13 @@ class SqliteStore:
         return await self._run(acquire)
 
     async def release_key_lease(self, queue: str, key: str, *, holder: int) -> None:
-        def release(conn: sqlite3.Connection) -> None:
+        def release(conn: sqlite3.Connection) -> int:
             with self._write(conn):
-                conn.execute(_SQL["lease_release"], (queue, key, holder))
+                return conn.execute(_SQL["lease_release"], (queue, key, holder)).rowcount
 
-        await self._run(release)
+        self._leased_by_claim.discard(holder)
+        if await self._run(release) and self._on_jobs is not None:
+            self._on_jobs(queue)  # a freed slot: this runtime's claim loop looks at once
 
     # -- events ---------------------------------------------------------------------------------
 
