@@ -13,7 +13,6 @@ hard. Tasks and threads are never created here directly: they come from :mod:`co
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import os
@@ -40,6 +39,7 @@ from corral.runtime.infra import cancel_detached, spawn
 from corral.runtime.lifecycle import Lifecycle, State
 from corral.runtime.maintenance import PeriodicScheduler, Pruner, Relay, Rescuer
 from corral.runtime.names import check_name
+from corral.runtime.payloads import UnstorableJson, encode_json, is_storable_text
 from corral.runtime.producer import Producer, Producers
 from corral.runtime.stats import RuntimeStats
 from corral.runtime.stores import open_store
@@ -62,18 +62,17 @@ def _encode(what: str, kind: JobKind, args: Mapping[str, Any]) -> str:
     except TypeError as exc:
         raise JobArgumentError(f"{what} do not fit job kind {kind.name!r} ({kind.fn.__qualname__}): {exc}") from None
     try:
-        return json.dumps(args, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError):
-        pass
-    for name, value in args.items():
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise JobArgumentError(
-                f"argument {name!r} of job kind {kind.name!r} is not JSON ({type(value).__name__}): {exc}; "
-                "job arguments are stored as JSON, pass ids or plain data"
-            ) from None
-    raise JobArgumentError(f"{what} of job kind {kind.name!r} are not JSON")
+        return encode_json(args)
+    except UnstorableJson as whole:
+        for name, value in args.items():
+            try:
+                encode_json(value)
+            except UnstorableJson as exc:
+                raise JobArgumentError(
+                    f"argument {name!r} of job kind {kind.name!r} {exc}; "
+                    "job arguments are stored as JSON, pass ids or plain data"
+                ) from None
+        raise JobArgumentError(f"{what} of job kind {kind.name!r}: the whole {whole}") from None
 
 
 class Runtime:
@@ -309,9 +308,12 @@ class Runtime:
         if job_kind is None:
             raise UnknownJobKind(f"unknown job kind {kind!r}; declared kinds: {', '.join(sorted(kinds)) or 'none'}")
         args_json = _encode("arguments", job_kind, args)
-        if key is not None and (not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_LENGTH):
+        if key is not None and (
+            not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_LENGTH or not is_storable_text(key)
+        ):
             raise JobArgumentError(
-                f"key must be a non-empty string of at most {MAX_KEY_LENGTH} characters, got {key!r}"
+                f"key must be a non-empty string of at most {MAX_KEY_LENGTH} characters, "
+                f"without NUL or lone surrogates, got {key!r}"
             )
         if delay is not None and (
             isinstance(delay, bool) or not isinstance(delay, (int, float)) or not math.isfinite(delay) or delay < 0
@@ -348,9 +350,9 @@ class Runtime:
             payload_json = _encode(f"payload of event {topic!r}", self.config.kinds[route.kind], payload)
         if payload_json is None:
             try:
-                payload_json = json.dumps(dict(payload), allow_nan=False, separators=(",", ":"))
-            except (TypeError, ValueError) as exc:
-                raise JobArgumentError(f"payload of event {topic!r} is not JSON: {exc}") from None
+                payload_json = encode_json(dict(payload))
+            except UnstorableJson as exc:
+                raise JobArgumentError(f"payload of event {topic!r} {exc}") from None
         self._lifecycle.require_running()
         event_id = await self.store.publish(topic, payload_json, conn=conn)
         self._relay.poke()

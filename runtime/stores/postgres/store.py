@@ -26,6 +26,7 @@ from typing import Any
 import psycopg
 from corral.runtime.errors import ConfigError, StoreUnavailable
 from corral.runtime.infra import spawn, wait_event
+from corral.runtime.payloads import UnstorableJson
 from corral.runtime.stores.protocol import (
     ClaimedJob,
     Completion,
@@ -379,18 +380,21 @@ class PostgresStore:
         return jobs
 
     async def complete(self, completions: Sequence[Completion]) -> None:
-        async with self._cursor() as cur:
-            for start in range(0, len(completions), _IDS_PER_NOTICE):
-                chunk = completions[start : start + _IDS_PER_NOTICE]
-                await cur.execute(
-                    self._sql["complete"],
-                    (
-                        [c.job_id for c in chunk],
-                        [c.token for c in chunk],
-                        [c.result_json for c in chunk],
-                        self.channel,
-                    ),
-                )
+        try:
+            async with self._cursor() as cur:
+                for start in range(0, len(completions), _IDS_PER_NOTICE):
+                    chunk = completions[start : start + _IDS_PER_NOTICE]
+                    await cur.execute(
+                        self._sql["complete"],
+                        (
+                            [c.job_id for c in chunk],
+                            [c.token for c in chunk],
+                            [c.result_json for c in chunk],
+                            self.channel,
+                        ),
+                    )
+        except (psycopg.DataError, UnicodeEncodeError) as exc:
+            raise UnstorableJson(f"was refused by the PostgreSQL store: {exc}") from exc
 
     async def fail(self, job_id: int, token: int, *, error: str, traceback: str | None, retry_at: float | None) -> None:
         final = retry_at is None

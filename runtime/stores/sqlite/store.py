@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from corral.runtime.errors import ConfigError, StoreUnavailable
 from corral.runtime.infra import StoreThread
+from corral.runtime.payloads import UnstorableJson
 from corral.runtime.stores.protocol import (
     DONE,
     FAILED,
@@ -264,7 +265,10 @@ class SqliteStore:
                     [(c.result_json, now, c.job_id, c.token) for c in completions],
                 )
 
-        await self._run(complete)
+        try:
+            await self._run(complete)
+        except (sqlite3.DataError, UnicodeEncodeError) as exc:
+            raise UnstorableJson(f"was refused by the SQLite store: {exc}") from exc
 
     async def fail(self, job_id: int, token: int, *, error: str, traceback: str | None, retry_at: float | None) -> None:
         def fail(conn: sqlite3.Connection) -> None:
