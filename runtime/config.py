@@ -76,6 +76,10 @@ class RuntimeConfig:
     notify_fallback: float = 1.0
     """Seconds between the waiters' polls when the store pushes notices (the fallback for a lost one)."""
 
+    enqueue_timeout: float = 10.0
+    """Seconds ``enqueue()`` and ``publish()`` wait for the store at most (> 0); then they raise
+    :class:`~corral.runtime.StoreUnavailable` (the job or event may still have been written)."""
+
     migrate: bool = False
     """Create or upgrade the store's schema at ``start()`` (else run ``corral migrate``)."""
 
@@ -127,6 +131,9 @@ class RuntimeConfig:
         ):
             if not math.isfinite(seconds) or seconds < 0:
                 raise ConfigError(f"{label} must be a finite number of seconds >= 0, got {seconds!r}")
+        for label, seconds in (("enqueue_timeout", self.enqueue_timeout),):
+            if not math.isfinite(seconds) or seconds <= 0:
+                raise ConfigError(f"{label} must be a finite number of seconds > 0, got {seconds!r}")
         # frozen: the derived fields are set once, here, like the validated ones above
         object.__setattr__(self, "queues", tuple(queues))
         object.__setattr__(self, "queues_by_name", MappingProxyType(by_name))

@@ -19,9 +19,9 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from corral.runtime.budget import Budget, compute_budget
 from corral.runtime.completer import Completer
@@ -32,6 +32,7 @@ from corral.runtime.errors import (
     ConfigError,
     CorralRuntimeError,
     JobArgumentError,
+    StoreUnavailable,
     UnknownJobKind,
 )
 from corral.runtime.executor import JobExecutor
@@ -49,6 +50,8 @@ from corral.runtime.waiters import JobStatus, Waiters
 __all__ = ["Runtime"]
 
 log = logging.getLogger("corral.runtime")
+
+T = TypeVar("T")
 
 MAX_KEY_LENGTH = 255
 # How long stop() waits for jobs it cancelled (hard stop) to release themselves before moving on.
@@ -106,6 +109,7 @@ class Runtime:
         retry_cap: float = 3600.0,
         keep_done: float = 7 * 86400.0,
         notify_fallback: float = 1.0,
+        enqueue_timeout: float = 10.0,
         migrate: bool = False,
         worker_id: str | None = None,
     ) -> None:
@@ -126,6 +130,7 @@ class Runtime:
             retry_cap=retry_cap,
             keep_done=keep_done,
             notify_fallback=notify_fallback,
+            enqueue_timeout=enqueue_timeout,
             migrate=migrate,
             worker_id=worker_id,
         )
@@ -329,7 +334,7 @@ class Runtime:
             max_attempts=job_kind.max_attempts,
             lease_seconds=job_kind.lease_seconds,
         )
-        (job_id,) = await self.store.enqueue([new], conn=conn)
+        (job_id,) = await self._bounded(f"enqueue of a {kind!r} job", self.store.enqueue([new], conn=conn))
         if conn is None:  # a job in an uncommitted transaction may never exist: wait() asks the store
             self._waiters.remember(job_id, job_kind.queue)
         if not delay:
@@ -354,9 +359,23 @@ class Runtime:
             except UnstorableJson as exc:
                 raise JobArgumentError(f"payload of event {topic!r} {exc}") from None
         self._lifecycle.require_running()
-        event_id = await self.store.publish(topic, payload_json, conn=conn)
+        event_id = await self._bounded(
+            f"publish of a {topic!r} event", self.store.publish(topic, payload_json, conn=conn)
+        )
         self._relay.poke()
         return event_id
+
+    async def _bounded(self, what: str, call: Awaitable[T]) -> T:
+        """``call``, or StoreUnavailable once it took ``enqueue_timeout``: a store that hangs (a server
+        gone, a lock held elsewhere) must not hang the request that enqueues."""
+        timeout = self.config.enqueue_timeout
+        try:
+            return await asyncio.wait_for(call, timeout)
+        except asyncio.TimeoutError as exc:
+            raise StoreUnavailable(
+                f"{what}: the store {self.store!r} did not answer within {timeout:g}s (enqueue_timeout); "
+                "the write may still have happened"
+            ) from exc
 
     # -- notices pushed by the store (other processes' work) -------------------------------------
 

@@ -68,6 +68,7 @@ def test_config_reads_the_declarations_once() -> None:
         ({"hot_poll": float("nan")}, "hot_poll must be a finite number of seconds >= 0, got nan"),
         ({"keep_done": float("inf")}, "keep_done must be a finite number of seconds >= 0, got inf"),
         ({"notify_fallback": -0.5}, "notify_fallback must be a finite number of seconds >= 0, got -0.5"),
+        ({"enqueue_timeout": 0}, "enqueue_timeout must be a finite number of seconds > 0, got 0"),
     ],
 )
 def test_config_rejects_bad_knobs(knobs: dict[str, Any], message: str) -> None:

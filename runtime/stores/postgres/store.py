@@ -190,20 +190,23 @@ class PostgresStore:
         if conn is not None:
             if not isinstance(conn, psycopg.AsyncConnection):
                 raise ConfigError(f"conn must be a psycopg.AsyncConnection, got {type(conn).__name__}")
-            async with conn.cursor(row_factory=tuple_row) as cur:
-                yield cur
+            try:
+                async with conn.cursor(row_factory=tuple_row) as cur:
+                    yield cur
+            except psycopg.OperationalError as exc:
+                raise StoreUnavailable(f"the PostgreSQL store {self} is unavailable on your connection: {exc}") from exc
             return
         if self._pool.closed:
             raise StoreUnavailable(f"store {self} is not open")
         try:
             async with self._pool.connection() as pooled, pooled.cursor(row_factory=tuple_row) as cur:
                 yield cur
-        except psycopg.OperationalError:
+        except psycopg.OperationalError as exc:
             # A restarted server breaks every pooled connection at once: drop the dead idle ones
             # now instead of failing once per connection.
             with contextlib.suppress(Exception):
                 await self._pool.check()
-            raise
+            raise StoreUnavailable(f"the PostgreSQL store {self} is unavailable: {exc}") from exc
 
     @contextlib.asynccontextmanager
     async def _transaction(self) -> AsyncIterator[psycopg.AsyncCursor[tuple[Any, ...]]]:
@@ -255,7 +258,7 @@ class PostgresStore:
         await self._open_pool()
         try:
             version = await self.schema_version()
-        except psycopg.Error as exc:
+        except (psycopg.Error, StoreUnavailable) as exc:
             await self._close_pool()
             raise StoreUnavailable(f"cannot use the PostgreSQL store {self}: {exc}") from exc
         if version != SCHEMA_VERSION:

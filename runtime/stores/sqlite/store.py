@@ -111,7 +111,11 @@ class SqliteStore:
         conn = self._conn
         if conn is None:
             raise StoreUnavailable(f"store {self.path!r} is not open")
-        return await self._thread.call(lambda: fn(conn))
+        try:
+            return await self._thread.call(lambda: fn(conn))
+        except sqlite3.OperationalError as exc:
+            # locked past busy_timeout, disk full, read-only, I/O error: the store, not the call, is at fault
+            raise StoreUnavailable(f"sqlite store {self.path!r} is unavailable: {exc}") from exc
 
     @staticmethod
     @contextmanager
