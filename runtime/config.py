@@ -80,6 +80,9 @@ class RuntimeConfig:
     """Seconds ``enqueue()`` and ``publish()`` wait for the store at most (> 0); then they raise
     :class:`~corral.runtime.StoreUnavailable` (the job or event may still have been written)."""
 
+    prune_interval: float = 600.0
+    """Seconds between pruner passes (done jobs older than ``keep_done`` are deleted); the first runs at start."""
+
     migrate: bool = False
     """Create or upgrade the store's schema at ``start()`` (else run ``corral migrate``)."""
 
@@ -131,7 +134,7 @@ class RuntimeConfig:
         ):
             if not math.isfinite(seconds) or seconds < 0:
                 raise ConfigError(f"{label} must be a finite number of seconds >= 0, got {seconds!r}")
-        for label, seconds in (("enqueue_timeout", self.enqueue_timeout),):
+        for label, seconds in (("enqueue_timeout", self.enqueue_timeout), ("prune_interval", self.prune_interval)):
             if not math.isfinite(seconds) or seconds <= 0:
                 raise ConfigError(f"{label} must be a finite number of seconds > 0, got {seconds!r}")
         # frozen: the derived fields are set once, here, like the validated ones above

@@ -110,6 +110,7 @@ class Runtime:
         keep_done: float = 7 * 86400.0,
         notify_fallback: float = 1.0,
         enqueue_timeout: float = 10.0,
+        prune_interval: float = 600.0,
         migrate: bool = False,
         worker_id: str | None = None,
     ) -> None:
@@ -131,6 +132,7 @@ class Runtime:
             keep_done=keep_done,
             notify_fallback=notify_fallback,
             enqueue_timeout=enqueue_timeout,
+            prune_interval=prune_interval,
             migrate=migrate,
             worker_id=worker_id,
         )
@@ -167,9 +169,9 @@ class Runtime:
             config=config,
             lifecycle=self._lifecycle,
             stats=self.stats,
-            pruner=Pruner(store=self.store, config=config),
             wake_all=self._producers.wake_all,
         )
+        self._pruner = Pruner(store=self.store, config=config, lifecycle=self._lifecycle)
         self._periodic = PeriodicScheduler(
             store=self.store, config=config, lifecycle=self._lifecycle, wake=self._producers.wake
         )
@@ -239,6 +241,7 @@ class Runtime:
         self._completer_task = spawn(self._completer.run(), name="corral:completer")
         self._plumbing.append(spawn(self._waiters.run(), name="corral:notifier"))
         self._plumbing.append(spawn(self._rescuer.run(), name="corral:rescuer"))
+        self._plumbing.append(spawn(self._pruner.run(), name="corral:pruner"))
         if self._periodic.specs:
             self._plumbing.append(spawn(self._periodic.run(), name="corral:periodic"))
         for index in range(self.config.relay):
