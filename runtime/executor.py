@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral.runtime.completer import Completer
 from corral.runtime.config import RuntimeConfig
-from corral.runtime.declarations import JobContext, JobKind, Queue
+from corral.runtime.declarations import JobContext, JobKind, KindTable, Queue
 from corral.runtime.infra import run_in_thread
 from corral.runtime.lifecycle import Lifecycle
 from corral.runtime.payloads import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, UnstorableJson, encode_json, storable_text
@@ -99,7 +99,7 @@ class JobExecutor:
         self._runtime = runtime
         self._store = store
         self._config = config
-        self._kinds: Mapping[str, JobKind] = config.kinds
+        self._kinds: Mapping[str, JobKind] = KindTable(config.queues)  # kinds declared after the runtime too
         self._lifecycle = lifecycle
         self._stats = stats
         self._completer = completer

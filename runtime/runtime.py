@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from corral.runtime.budget import Budget, compute_budget
 from corral.runtime.completer import Completer
 from corral.runtime.config import RuntimeConfig
-from corral.runtime.declarations import JobKind, Queue
+from corral.runtime.declarations import JobKind, KindTable, Queue, declaring_queue
 from corral.runtime.errors import (
     BudgetError,
     ConfigError,
@@ -148,6 +148,7 @@ class Runtime:
         self._pushed = self.store.watch(
             on_jobs=self._on_jobs_notice, on_finished=self._on_finished_notice, on_events=self._on_events_notice
         )
+        self._kinds = KindTable(config.queues)  # live: kinds declared after Runtime(...) are known
         self._producers = Producers()
         self._waiters = Waiters(store=self.store, config=config, lifecycle=self._lifecycle, pushed=self._pushed)
         self._completer = Completer(store=self.store, stats=self.stats, waiters=self._waiters)
@@ -189,7 +190,8 @@ class Runtime:
 
     @property
     def kinds(self) -> dict[str, JobKind]:
-        return dict(self.config.kinds)
+        """Every job kind of the queues, by name, including kinds declared after the runtime was built."""
+        return dict(self._kinds)
 
     def budget(self, queues: Sequence[str] | None = None) -> Budget:
         """The connection budget of this process when it runs ``queues`` (default: all)."""
@@ -242,8 +244,7 @@ class Runtime:
         self._plumbing.append(spawn(self._waiters.run(), name="corral:notifier"))
         self._plumbing.append(spawn(self._rescuer.run(), name="corral:rescuer"))
         self._plumbing.append(spawn(self._pruner.run(), name="corral:pruner"))
-        if self._periodic.specs:
-            self._plumbing.append(spawn(self._periodic.run(), name="corral:periodic"))
+        self._plumbing.append(spawn(self._periodic.run(), name="corral:periodic"))
         for index in range(self.config.relay):
             self._relay_tasks.append(spawn(self._relay.run(), name=f"corral:relay-{index}"))
         for name in names:
@@ -305,16 +306,26 @@ class Runtime:
 
     # -- producing ------------------------------------------------------------------------------
 
+    def _unknown(self, kind: str) -> UnknownJobKind:
+        known = ", ".join(sorted(self._kinds)) or "none"
+        queue = declaring_queue(kind)
+        if queue is not None and self.config.queues_by_name.get(queue.name) is not queue:
+            return UnknownJobKind(
+                f"job kind {kind!r} is declared on queue {queue.name!r}, which is not one of this runtime's "
+                f"queues ({', '.join(self.config.queues_by_name) or 'none'}): pass that Queue object in "
+                f"Runtime(queues=[...]); declared kinds: {known}"
+            )
+        return UnknownJobKind(f"unknown job kind {kind!r}; declared kinds: {known}")
+
     async def enqueue(
         self, kind: str, /, *, key: str | None = None, delay: float | None = None, conn: Any = None, **args: Any
     ) -> int:
         """Store a job of ``kind`` with JSON ``args``; return its id. ``key`` groups jobs for ``per_key``;
         ``delay`` (seconds) postpones the first run. ``conn`` (PostgreSQL: a ``psycopg.AsyncConnection``
         inside the caller's transaction) makes the job exist if and only if that transaction commits."""
-        kinds = self.config.kinds
-        job_kind = kinds.get(kind)
+        job_kind = self._kinds.get(kind)
         if job_kind is None:
-            raise UnknownJobKind(f"unknown job kind {kind!r}; declared kinds: {', '.join(sorted(kinds)) or 'none'}")
+            raise self._unknown(kind)
         args_json = _encode("arguments", job_kind, args)
         if key is not None and (
             not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_LENGTH or not is_storable_text(key)
@@ -355,7 +366,7 @@ class Runtime:
             log.warning("event %r has no subscriber in this runtime; the relay will drop it", topic)
         payload_json: str | None = None
         for route in routes:
-            payload_json = _encode(f"payload of event {topic!r}", self.config.kinds[route.kind], payload)
+            payload_json = _encode(f"payload of event {topic!r}", self._kinds[route.kind], payload)
         if payload_json is None:
             try:
                 payload_json = encode_json(dict(payload))
