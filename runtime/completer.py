@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from corral.runtime.errors import StoreUnavailable
 from corral.runtime.payloads import MAX_ERROR_CHARS, UnstorableJson, storable_text
 from corral.runtime.stats import RuntimeStats
 from corral.runtime.stores.protocol import DONE, FAILED, Completion, Store
@@ -61,6 +62,14 @@ class Completer:
             try:
                 await self._store.complete(batch)
                 stored = batch
+            except StoreUnavailable as exc:
+                # An outage: row by row would only wait on the store once per row.
+                log.error(
+                    "recording %d completion(s) failed (%s); their leases will expire and they will rerun",
+                    len(batch),
+                    exc,
+                )
+                stored = []
             except Exception as exc:
                 if len(batch) == 1:
                     await self._refused(batch[0], exc)
@@ -68,19 +77,30 @@ class Completer:
                 else:
                     # One row the store refuses must not take the batch's innocent jobs with it.
                     log.warning("recording %d completions failed (%s); recording them one by one", len(batch), exc)
-                    stored = [done for done in batch if await self._complete_alone(done)]
+                    stored = await self._complete_one_by_one(batch)
             self._stats.completed += len(stored)
             for done in stored:
                 self._waiters.resolve(done.job_id, DONE, done.result_json, None)
 
-    async def _complete_alone(self, completion: Completion) -> bool:
-        """Record one completion of a batch the store refused; True when it is stored."""
-        try:
-            await self._store.complete([completion])
-        except Exception as exc:
-            await self._refused(completion, exc)
-            return False
-        return True
+    async def _complete_one_by_one(self, batch: list[Completion]) -> list[Completion]:
+        """Record each completion of a batch the store refused alone; return those stored. An outage
+        on the way leaves the rest to the rescuer."""
+        stored: list[Completion] = []
+        for index, completion in enumerate(batch):
+            try:
+                await self._store.complete([completion])
+            except StoreUnavailable as exc:
+                log.error(
+                    "recording %d completion(s) failed (%s); their leases will expire and they will rerun",
+                    len(batch) - index,
+                    exc,
+                )
+                break
+            except Exception as exc:
+                await self._refused(completion, exc)
+            else:
+                stored.append(completion)
+        return stored
 
     async def _refused(self, completion: Completion, exc: Exception) -> None:
         """The store refused this completion alone: a value it cannot hold fails the job for good

@@ -16,7 +16,10 @@ from typing import Any
 import psycopg
 import pytest
 from corral.runtime import JobContext, Queue, Runtime, StoreUnavailable
+from corral.runtime.completer import Completer
+from corral.runtime.stats import RuntimeStats
 from corral.runtime.stores.postgres import PostgresStore
+from corral.runtime.stores.protocol import Completion, NewJob
 from corral.runtime.stores.sqlite import SqliteStore
 from runtime_helpers import PostgresBackend, SqliteBackend
 
@@ -113,3 +116,34 @@ def test_a_full_sqlite_file_is_store_unavailable_with_the_drivers_error(tmp_path
 
     asyncio.run(main())
     assert db.scalar("SELECT COUNT(*) AS n FROM corral_jobs") == 0
+
+
+def test_completions_during_an_outage_are_left_to_the_rescuer_not_retried_row_by_row(tmp_path: Path) -> None:
+    db = SqliteBackend(tmp_path / "jobs.db")
+    store = SqliteStore(path=db.path, busy_timeout=0.3)
+
+    async def main() -> None:
+        await store.open()
+        try:
+            new = NewJob(queue="q", kind="k", args_json="{}", key=None, run_at=0, max_attempts=3, lease_seconds=30)
+            await store.enqueue([new] * 4)
+            claimed = await store.claim("q", 4, "w")
+            completer = Completer(store=store, stats=RuntimeStats(), waiters=None)  # type: ignore[arg-type]
+            for job in claimed:
+                completer.submit(Completion(job_id=job.id, token=job.token, result_json="1"))
+            completer.finish()
+            locker = sqlite3.connect(db.path, isolation_level=None)
+            locker.execute("BEGIN IMMEDIATE")
+            try:
+                started = time.monotonic()
+                await completer.run()
+                # one wait for the lock, not one per row
+                assert time.monotonic() - started < 2 * 0.3 + SLACK / 2
+            finally:
+                locker.execute("ROLLBACK")
+                locker.close()
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+    assert db.state_counts() == {"running": 4}  # their leases expire and the rescuer makes them retryable
