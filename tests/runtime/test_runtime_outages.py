@@ -147,3 +147,24 @@ def test_completions_during_an_outage_are_left_to_the_rescuer_not_retried_row_by
 
     asyncio.run(main())
     assert db.state_counts() == {"running": 4}  # their leases expire and the rescuer makes them retryable
+
+
+def test_a_caller_cancelling_its_enqueue_is_cancelled_not_store_unavailable(tmp_path: Path) -> None:
+    db = SqliteBackend(tmp_path / "jobs.db")
+    runtime = Runtime(queues=[_queue()], store=db.url, enqueue_timeout=5)
+
+    async def main() -> None:
+        async with runtime:
+            locker = sqlite3.connect(db.path, isolation_level=None)
+            locker.execute("BEGIN IMMEDIATE")
+            try:
+                enqueue = asyncio.ensure_future(runtime.enqueue("takes.text", text="x"))
+                await asyncio.sleep(0.1)
+                enqueue.cancel()  # e.g. the request was abandoned: its own cancellation, not the bound's
+                with pytest.raises(asyncio.CancelledError):
+                    await enqueue
+            finally:
+                locker.execute("ROLLBACK")
+                locker.close()
+
+    asyncio.run(main())
