@@ -52,7 +52,8 @@ def _ensure_server_user() -> None:
 
 
 class PgServer:
-    """One throwaway cluster. ``start()``, ``create_database()``, ``url(db)``, ``restart()``, ``stop()``.
+    """One throwaway cluster. ``start()``, ``create_database()``, ``url(db)``, ``restart()``, ``pause()`` /
+    ``resume()`` (an outage), ``stop()``.
 
     Durability is off (``fsync=off``, ``synchronous_commit=off``): the cluster lives for one test
     session or one benchmark run and is deleted afterwards.
@@ -106,6 +107,14 @@ class PgServer:
     def restart(self) -> None:
         """``pg_ctl restart -m fast``: every client connection is cut, the server comes back."""
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+        self._start()
+
+    def pause(self) -> None:
+        """``pg_ctl stop -m fast``, keeping the cluster: an outage until :meth:`resume`."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start the cluster :meth:`pause` stopped."""
         self._start()
 
     def stop(self) -> None:

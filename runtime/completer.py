@@ -2,7 +2,9 @@
 
 Owns the queue of completions between the executor (which submits each job's result) and the
 store, and resolves the waiters of the jobs once their completion is stored.
-Failures are not its business: the executor records those itself, one by one.
+A batch the store refuses is recorded again row by row, so one result the store cannot hold
+fails only its own job (for good); the others are done. Failures of the jobs themselves are not
+its business: the executor records those, one by one.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from corral.runtime.errors import StoreUnavailable
+from corral.runtime.payloads import MAX_ERROR_CHARS, UnstorableJson, storable_text
 from corral.runtime.stats import RuntimeStats
-from corral.runtime.stores.protocol import DONE, Completion, Store
+from corral.runtime.stores.protocol import DONE, FAILED, Completion, Store
 from corral.runtime.waiters import Waiters
 
 __all__ = ["Completer"]
@@ -37,7 +41,8 @@ class Completer:
         self._inbox.put_nowait(None)
 
     async def run(self) -> None:
-        """Store batches until :meth:`finish`; a batch the store refuses is logged and left to the rescuer."""
+        """Store batches until :meth:`finish`; a completion the store cannot record alone (an outage) is
+        logged and left to the rescuer."""
         closing = False
         while not closing:
             first = await self._inbox.get()
@@ -56,11 +61,62 @@ class Completer:
                 continue
             try:
                 await self._store.complete(batch)
-            except Exception:
-                log.exception(
-                    "recording %d completion(s) failed; their leases will expire and they will rerun", len(batch)
+                stored = batch
+            except StoreUnavailable as exc:
+                # An outage: row by row would only wait on the store once per row.
+                log.error(
+                    "recording %d completion(s) failed (%s); their leases will expire and they will rerun",
+                    len(batch),
+                    exc,
                 )
-                continue
-            self._stats.completed += len(batch)
-            for done in batch:
+                stored = []
+            except Exception as exc:
+                if len(batch) == 1:
+                    await self._refused(batch[0], exc)
+                    stored = []
+                else:
+                    # One row the store refuses must not take the batch's innocent jobs with it.
+                    log.warning("recording %d completions failed (%s); recording them one by one", len(batch), exc)
+                    stored = await self._complete_one_by_one(batch)
+            self._stats.completed += len(stored)
+            for done in stored:
                 self._waiters.resolve(done.job_id, DONE, done.result_json, None)
+
+    async def _complete_one_by_one(self, batch: list[Completion]) -> list[Completion]:
+        """Record each completion of a batch the store refused alone; return those stored. An outage
+        on the way leaves the rest to the rescuer."""
+        stored: list[Completion] = []
+        for index, completion in enumerate(batch):
+            try:
+                await self._store.complete([completion])
+            except StoreUnavailable as exc:
+                log.error(
+                    "recording %d completion(s) failed (%s); their leases will expire and they will rerun",
+                    len(batch) - index,
+                    exc,
+                )
+                break
+            except Exception as exc:
+                await self._refused(completion, exc)
+            else:
+                stored.append(completion)
+        return stored
+
+    async def _refused(self, completion: Completion, exc: Exception) -> None:
+        """The store refused this completion alone: a value it cannot hold fails the job for good
+        (running it again would make the same result); an outage leaves it to the rescuer."""
+        if not isinstance(exc, UnstorableJson):
+            log.error(
+                "recording the completion of job %s failed (%s); its lease will expire and it will rerun",
+                completion.job_id,
+                exc,
+            )
+            return
+        error = storable_text(f"the result of job {completion.job_id} {exc}", limit=MAX_ERROR_CHARS)
+        log.error("job %s: %s", completion.job_id, error)
+        try:
+            await self._store.fail(completion.job_id, completion.token, error=error, traceback=None, retry_at=None)
+        except Exception:
+            log.exception("job %s: recording its unstorable result as a failure failed", completion.job_id)
+            return
+        self._waiters.resolve(completion.job_id, FAILED, None, error)

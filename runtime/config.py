@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from corral.runtime.declarations import JobKind, Queue
+from corral.runtime.declarations import JobKind, KindTable, Queue
 from corral.runtime.errors import ConfigError
 
 __all__ = ["RuntimeConfig"]
@@ -28,7 +28,9 @@ class RuntimeConfig:
     """
 
     queues: Sequence[Queue]
-    """The queues this runtime knows (and may work); their job kinds are taken as declared now."""
+    """The queues this runtime knows (and may work). ``kinds`` holds their job kinds as declared now; the
+    runtime itself reads them live (:class:`~corral.runtime.declarations.KindTable`), so kinds declared
+    later are known to it too."""
 
     max_conns: int = 40
     """Connections the store may use (the pool's ``max_size`` for PostgreSQL); the boot check's budget."""
@@ -76,6 +78,13 @@ class RuntimeConfig:
     notify_fallback: float = 1.0
     """Seconds between the waiters' polls when the store pushes notices (the fallback for a lost one)."""
 
+    enqueue_timeout: float = 10.0
+    """Seconds ``enqueue()`` and ``publish()`` wait for the store at most (> 0); then they raise
+    :class:`~corral.runtime.StoreUnavailable` (the job or event may still have been written)."""
+
+    prune_interval: float = 600.0
+    """Seconds between pruner passes (done jobs older than ``keep_done`` are deleted); the first runs at start."""
+
     migrate: bool = False
     """Create or upgrade the store's schema at ``start()`` (else run ``corral migrate``)."""
 
@@ -93,16 +102,11 @@ class RuntimeConfig:
         if isinstance(queues, Queue) or not all(isinstance(q, Queue) for q in queues):
             raise ConfigError("queues must be a sequence of Queue objects")
         by_name: dict[str, Queue] = {}
-        kinds: dict[str, JobKind] = {}
         for queue in queues:
             if queue.name in by_name:
                 raise ConfigError(f"queue {queue.name!r} is declared twice")
             by_name[queue.name] = queue
-            for name, kind in queue.kinds.items():
-                other = kinds.get(name)
-                if other is not None:
-                    raise ConfigError(f"job kind {name!r} is declared on queue {other.queue!r} and on {queue.name!r}")
-                kinds[name] = kind
+        kinds = dict(KindTable(queues))
         for label, value in (
             ("max_conns", self.max_conns),
             ("max_waiters", self.max_waiters),
@@ -127,6 +131,9 @@ class RuntimeConfig:
         ):
             if not math.isfinite(seconds) or seconds < 0:
                 raise ConfigError(f"{label} must be a finite number of seconds >= 0, got {seconds!r}")
+        for label, seconds in (("enqueue_timeout", self.enqueue_timeout), ("prune_interval", self.prune_interval)):
+            if not math.isfinite(seconds) or seconds <= 0:
+                raise ConfigError(f"{label} must be a finite number of seconds > 0, got {seconds!r}")
         # frozen: the derived fields are set once, here, like the validated ones above
         object.__setattr__(self, "queues", tuple(queues))
         object.__setattr__(self, "queues_by_name", MappingProxyType(by_name))

@@ -3,6 +3,11 @@
 Declarations are plain literal-friendly calls (``Queue("index", max_workers=4, timeout=30)``,
 ``@index.job("corpus.index")``) so the static gate can read them without importing the code.
 Every mistake a declaration can carry is raised here, at import time.
+
+A job kind may be declared on a queue after the :class:`~corral.runtime.Runtime` that works it
+exists (queues and runtime in one module, jobs in others): :class:`KindTable` is how the runtime
+reads its queues' kinds, live, and :func:`declaring_queue` names the queue of a kind declared on a
+queue the runtime does not have.
 """
 
 from __future__ import annotations
@@ -10,7 +15,8 @@ from __future__ import annotations
 import inspect
 import math
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+import weakref
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,10 +26,14 @@ from corral.runtime.names import check_name
 if TYPE_CHECKING:
     from corral.runtime.runtime import Runtime
 
-__all__ = ["DEFAULT_MAX_ATTEMPTS", "JobContext", "JobKind", "Queue"]
+__all__ = ["DEFAULT_MAX_ATTEMPTS", "JobContext", "JobKind", "KindTable", "Queue", "declaring_queue"]
 
 DEFAULT_MAX_ATTEMPTS = 5
 F = TypeVar("F", bound=Callable[..., Any])
+
+# The queue that last declared each kind name, for the error of a kind declared on a queue no runtime
+# of this process was given; weak, so a queue nobody holds any more is forgotten.
+_DECLARING_QUEUES: weakref.WeakValueDictionary[str, Queue] = weakref.WeakValueDictionary()
 
 
 def _check_timeout(what: str, timeout: float | None) -> float | None:
@@ -192,6 +202,59 @@ class Queue:
             run_on_start=run_on_start,
             signature=signature,
         )
+        _DECLARING_QUEUES[name] = self
+
+
+def declaring_queue(kind: str) -> Queue | None:
+    """The queue that last declared a job kind of this name in this process, if it still exists."""
+    return _DECLARING_QUEUES.get(kind)
+
+
+class KindTable(Mapping[str, JobKind]):
+    """The job kinds of ``queues``, read live: a kind declared on one of them later is found too.
+
+    A lookup of a known kind costs one dict lookup; only a miss (or iterating) reads the queues
+    again, and then a kind declared on two of them is a :class:`~corral.runtime.ConfigError`.
+    """
+
+    def __init__(self, queues: Sequence[Queue]) -> None:
+        self._queues = tuple(queues)
+        self._kinds: dict[str, JobKind] = {}
+        self._read_at = -1
+        self._read()
+
+    @property
+    def generation(self) -> int:
+        """Grows with every kind declared on the queues (kinds are never undeclared)."""
+        return sum(len(queue._kinds) for queue in self._queues)
+
+    def _read(self) -> None:
+        generation = self.generation
+        if generation == self._read_at:
+            return
+        kinds: dict[str, JobKind] = {}
+        for queue in self._queues:
+            for name, kind in queue._kinds.items():
+                other = kinds.get(name)
+                if other is not None:
+                    raise ConfigError(f"job kind {name!r} is declared on queue {other.queue!r} and on {queue.name!r}")
+                kinds[name] = kind
+        self._kinds, self._read_at = kinds, generation
+
+    def __getitem__(self, name: str) -> JobKind:
+        kind = self._kinds.get(name)
+        if kind is None:
+            self._read()
+            kind = self._kinds[name]
+        return kind
+
+    def __iter__(self) -> Iterator[str]:
+        self._read()
+        return iter(dict(self._kinds))
+
+    def __len__(self) -> int:
+        self._read()
+        return len(self._kinds)
 
 
 class JobContext:

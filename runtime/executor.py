@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from corral.runtime.completer import Completer
 from corral.runtime.config import RuntimeConfig
-from corral.runtime.declarations import JobContext, JobKind, Queue
+from corral.runtime.declarations import JobContext, JobKind, KindTable, Queue
 from corral.runtime.infra import run_in_thread
 from corral.runtime.lifecycle import Lifecycle
+from corral.runtime.payloads import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, UnstorableJson, encode_json, storable_text
 from corral.runtime.stats import RuntimeStats
 from corral.runtime.stores.protocol import FAILED, ClaimedJob, Completion, Store
 from corral.runtime.waiters import Waiters
@@ -67,7 +68,11 @@ async def _contain(coro: Any) -> Any:
 def _describe_error(exc: BaseException) -> tuple[str, str]:
     if isinstance(exc, _JobRaisedBaseException):
         exc = exc.inner
-    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    try:
+        message = str(exc)
+    except Exception:  # an exception whose __str__ raises still fails its job, with its type
+        message = "<str() of the exception failed>"
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     return text, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
@@ -94,7 +99,7 @@ class JobExecutor:
         self._runtime = runtime
         self._store = store
         self._config = config
-        self._kinds: Mapping[str, JobKind] = config.kinds
+        self._kinds: Mapping[str, JobKind] = KindTable(config.queues)  # kinds declared after the runtime too
         self._lifecycle = lifecycle
         self._stats = stats
         self._completer = completer
@@ -191,9 +196,9 @@ class JobExecutor:
             await self._settle_failure(job, *_describe_error(exc))
             return
         try:
-            result_json = None if result is None else json.dumps(result, allow_nan=False, separators=(",", ":"))
-        except (TypeError, ValueError) as exc:
-            await self._settle_failure(job, f"result of job kind {job.kind!r} is not JSON: {exc}", None)
+            result_json = None if result is None else encode_json(result)
+        except UnstorableJson as exc:
+            await self._settle_failure(job, f"the result of job kind {job.kind!r} {exc}", None)
             return
         self._completer.submit(Completion(job_id=job.id, token=job.token, result_json=result_json))
 
@@ -215,6 +220,9 @@ class JobExecutor:
             error,
         )
         self._stats.failed_attempts += 1
+        # The failure is recorded whatever its text holds: what a store's text column refuses is escaped.
+        error = storable_text(error, limit=MAX_ERROR_CHARS)
+        trace = None if trace is None else storable_text(trace, limit=MAX_TRACEBACK_CHARS)
         await self._store.fail(job.id, job.token, error=error, traceback=trace, retry_at=retry_at)
         if retry_at is not None:
             self._wake_later(job.queue, retry_at - time.time())

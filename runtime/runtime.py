@@ -13,26 +13,26 @@ hard. Tasks and threads are never created here directly: they come from :mod:`co
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import os
 import socket
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from corral.runtime.budget import Budget, compute_budget
 from corral.runtime.completer import Completer
 from corral.runtime.config import RuntimeConfig
-from corral.runtime.declarations import JobKind, Queue
+from corral.runtime.declarations import JobKind, KindTable, Queue, declaring_queue
 from corral.runtime.errors import (
     BudgetError,
     ConfigError,
     CorralRuntimeError,
     JobArgumentError,
+    StoreUnavailable,
     UnknownJobKind,
 )
 from corral.runtime.executor import JobExecutor
@@ -40,6 +40,7 @@ from corral.runtime.infra import cancel_detached, spawn
 from corral.runtime.lifecycle import Lifecycle, State
 from corral.runtime.maintenance import PeriodicScheduler, Pruner, Relay, Rescuer
 from corral.runtime.names import check_name
+from corral.runtime.payloads import UnstorableJson, encode_json, is_storable_text
 from corral.runtime.producer import Producer, Producers
 from corral.runtime.stats import RuntimeStats
 from corral.runtime.stores import open_store
@@ -49,6 +50,8 @@ from corral.runtime.waiters import JobStatus, Waiters
 __all__ = ["Runtime"]
 
 log = logging.getLogger("corral.runtime")
+
+T = TypeVar("T")
 
 MAX_KEY_LENGTH = 255
 # How long stop() waits for jobs it cancelled (hard stop) to release themselves before moving on.
@@ -62,18 +65,17 @@ def _encode(what: str, kind: JobKind, args: Mapping[str, Any]) -> str:
     except TypeError as exc:
         raise JobArgumentError(f"{what} do not fit job kind {kind.name!r} ({kind.fn.__qualname__}): {exc}") from None
     try:
-        return json.dumps(args, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError):
-        pass
-    for name, value in args.items():
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise JobArgumentError(
-                f"argument {name!r} of job kind {kind.name!r} is not JSON ({type(value).__name__}): {exc}; "
-                "job arguments are stored as JSON, pass ids or plain data"
-            ) from None
-    raise JobArgumentError(f"{what} of job kind {kind.name!r} are not JSON")
+        return encode_json(args)
+    except UnstorableJson as whole:
+        for name, value in args.items():
+            try:
+                encode_json(value)
+            except UnstorableJson as exc:
+                raise JobArgumentError(
+                    f"argument {name!r} of job kind {kind.name!r} {exc}; "
+                    "job arguments are stored as JSON, pass ids or plain data"
+                ) from None
+        raise JobArgumentError(f"{what} of job kind {kind.name!r}: the whole {whole}") from None
 
 
 class Runtime:
@@ -107,6 +109,8 @@ class Runtime:
         retry_cap: float = 3600.0,
         keep_done: float = 7 * 86400.0,
         notify_fallback: float = 1.0,
+        enqueue_timeout: float = 10.0,
+        prune_interval: float = 600.0,
         migrate: bool = False,
         worker_id: str | None = None,
     ) -> None:
@@ -127,6 +131,8 @@ class Runtime:
             retry_cap=retry_cap,
             keep_done=keep_done,
             notify_fallback=notify_fallback,
+            enqueue_timeout=enqueue_timeout,
+            prune_interval=prune_interval,
             migrate=migrate,
             worker_id=worker_id,
         )
@@ -142,6 +148,7 @@ class Runtime:
         self._pushed = self.store.watch(
             on_jobs=self._on_jobs_notice, on_finished=self._on_finished_notice, on_events=self._on_events_notice
         )
+        self._kinds = KindTable(config.queues)  # live: kinds declared after Runtime(...) are known
         self._producers = Producers()
         self._waiters = Waiters(store=self.store, config=config, lifecycle=self._lifecycle, pushed=self._pushed)
         self._completer = Completer(store=self.store, stats=self.stats, waiters=self._waiters)
@@ -163,9 +170,9 @@ class Runtime:
             config=config,
             lifecycle=self._lifecycle,
             stats=self.stats,
-            pruner=Pruner(store=self.store, config=config),
             wake_all=self._producers.wake_all,
         )
+        self._pruner = Pruner(store=self.store, config=config, lifecycle=self._lifecycle)
         self._periodic = PeriodicScheduler(
             store=self.store, config=config, lifecycle=self._lifecycle, wake=self._producers.wake
         )
@@ -183,7 +190,8 @@ class Runtime:
 
     @property
     def kinds(self) -> dict[str, JobKind]:
-        return dict(self.config.kinds)
+        """Every job kind of the queues, by name, including kinds declared after the runtime was built."""
+        return dict(self._kinds)
 
     def budget(self, queues: Sequence[str] | None = None) -> Budget:
         """The connection budget of this process when it runs ``queues`` (default: all)."""
@@ -235,8 +243,8 @@ class Runtime:
         self._completer_task = spawn(self._completer.run(), name="corral:completer")
         self._plumbing.append(spawn(self._waiters.run(), name="corral:notifier"))
         self._plumbing.append(spawn(self._rescuer.run(), name="corral:rescuer"))
-        if self._periodic.specs:
-            self._plumbing.append(spawn(self._periodic.run(), name="corral:periodic"))
+        self._plumbing.append(spawn(self._pruner.run(), name="corral:pruner"))
+        self._plumbing.append(spawn(self._periodic.run(), name="corral:periodic"))
         for index in range(self.config.relay):
             self._relay_tasks.append(spawn(self._relay.run(), name=f"corral:relay-{index}"))
         for name in names:
@@ -298,20 +306,33 @@ class Runtime:
 
     # -- producing ------------------------------------------------------------------------------
 
+    def _unknown(self, kind: str) -> UnknownJobKind:
+        known = ", ".join(sorted(self._kinds)) or "none"
+        queue = declaring_queue(kind)
+        if queue is not None and self.config.queues_by_name.get(queue.name) is not queue:
+            return UnknownJobKind(
+                f"job kind {kind!r} is declared on queue {queue.name!r}, which is not one of this runtime's "
+                f"queues ({', '.join(self.config.queues_by_name) or 'none'}): pass that Queue object in "
+                f"Runtime(queues=[...]); declared kinds: {known}"
+            )
+        return UnknownJobKind(f"unknown job kind {kind!r}; declared kinds: {known}")
+
     async def enqueue(
         self, kind: str, /, *, key: str | None = None, delay: float | None = None, conn: Any = None, **args: Any
     ) -> int:
         """Store a job of ``kind`` with JSON ``args``; return its id. ``key`` groups jobs for ``per_key``;
         ``delay`` (seconds) postpones the first run. ``conn`` (PostgreSQL: a ``psycopg.AsyncConnection``
         inside the caller's transaction) makes the job exist if and only if that transaction commits."""
-        kinds = self.config.kinds
-        job_kind = kinds.get(kind)
+        job_kind = self._kinds.get(kind)
         if job_kind is None:
-            raise UnknownJobKind(f"unknown job kind {kind!r}; declared kinds: {', '.join(sorted(kinds)) or 'none'}")
+            raise self._unknown(kind)
         args_json = _encode("arguments", job_kind, args)
-        if key is not None and (not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_LENGTH):
+        if key is not None and (
+            not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_LENGTH or not is_storable_text(key)
+        ):
             raise JobArgumentError(
-                f"key must be a non-empty string of at most {MAX_KEY_LENGTH} characters, got {key!r}"
+                f"key must be a non-empty string of at most {MAX_KEY_LENGTH} characters, "
+                f"without NUL or lone surrogates, got {key!r}"
             )
         if delay is not None and (
             isinstance(delay, bool) or not isinstance(delay, (int, float)) or not math.isfinite(delay) or delay < 0
@@ -327,7 +348,7 @@ class Runtime:
             max_attempts=job_kind.max_attempts,
             lease_seconds=job_kind.lease_seconds,
         )
-        (job_id,) = await self.store.enqueue([new], conn=conn)
+        (job_id,) = await self._bounded(f"enqueue of a {kind!r} job", self.store.enqueue([new], conn=conn))
         if conn is None:  # a job in an uncommitted transaction may never exist: wait() asks the store
             self._waiters.remember(job_id, job_kind.queue)
         if not delay:
@@ -345,16 +366,45 @@ class Runtime:
             log.warning("event %r has no subscriber in this runtime; the relay will drop it", topic)
         payload_json: str | None = None
         for route in routes:
-            payload_json = _encode(f"payload of event {topic!r}", self.config.kinds[route.kind], payload)
+            payload_json = _encode(f"payload of event {topic!r}", self._kinds[route.kind], payload)
         if payload_json is None:
             try:
-                payload_json = json.dumps(dict(payload), allow_nan=False, separators=(",", ":"))
-            except (TypeError, ValueError) as exc:
-                raise JobArgumentError(f"payload of event {topic!r} is not JSON: {exc}") from None
+                payload_json = encode_json(dict(payload))
+            except UnstorableJson as exc:
+                raise JobArgumentError(f"payload of event {topic!r} {exc}") from None
         self._lifecycle.require_running()
-        event_id = await self.store.publish(topic, payload_json, conn=conn)
+        event_id = await self._bounded(
+            f"publish of a {topic!r} event", self.store.publish(topic, payload_json, conn=conn)
+        )
         self._relay.poke()
         return event_id
+
+    async def _bounded(self, what: str, call: Awaitable[T]) -> T:
+        """``call``, or StoreUnavailable once it took ``enqueue_timeout``: a store that hangs (a server
+        gone, a lock held elsewhere) must not hang the request that enqueues."""
+        timeout = self.config.enqueue_timeout
+        task = asyncio.current_task()
+        assert task is not None
+        expired: list[bool] = []
+
+        def expire() -> None:
+            expired.append(True)
+            task.cancel()
+
+        # A timer on the caller's own task, not wait_for: wait_for wraps every enqueue in a new task,
+        # which costs a tenth of an enqueue's time.
+        timer = asyncio.get_running_loop().call_later(timeout, expire)
+        try:
+            return await call
+        except asyncio.CancelledError:
+            if not expired:
+                raise
+            raise StoreUnavailable(
+                f"{what}: the store {self.store!r} did not answer within {timeout:g}s (enqueue_timeout); "
+                "the write may still have happened"
+            ) from TimeoutError(f"enqueue_timeout of {timeout:g}s")
+        finally:
+            timer.cancel()
 
     # -- notices pushed by the store (other processes' work) -------------------------------------
 

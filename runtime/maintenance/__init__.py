@@ -2,9 +2,8 @@
 against the store (testable alone) and whose ``run()`` is the loop the runtime starts.
 
 * :class:`Relay` (``relay``): moves outbox events into jobs, one bounded transaction per pass.
-* :class:`Rescuer` (``rescuer``): makes running jobs whose lease expired retryable, and runs the
-  pruner every :data:`~corral.runtime.maintenance.rescuer.PRUNE_EVERY_PASSES` passes.
-* :class:`Pruner` (``pruner``): deletes done jobs older than ``keep_done``.
+* :class:`Rescuer` (``rescuer``): makes running jobs whose lease expired retryable.
+* :class:`Pruner` (``pruner``): deletes done jobs older than ``keep_done``, every ``prune_interval``.
 * :class:`PeriodicScheduler` (``periodic``): enqueues each due periodic job once across processes.
 """
 

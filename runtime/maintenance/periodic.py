@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from corral.runtime.config import RuntimeConfig
-from corral.runtime.declarations import JobKind
+from corral.runtime.declarations import JobKind, KindTable
 from corral.runtime.lifecycle import Lifecycle
 from corral.runtime.stores.protocol import PeriodicSpec, Store
 
@@ -38,30 +38,40 @@ def periodic_specs(kinds: Iterable[JobKind]) -> list[PeriodicSpec]:
 
 class PeriodicScheduler:
     """Offers the periodic specs to the store every tick (half the shortest period, at most 1 s);
-    ``wake(queue)`` wakes the claim loop of a queue that got a new job."""
+    ``wake(queue)`` wakes the claim loop of a queue that got a new job. The specs are those of the
+    periodic kinds declared on the queues so far, also after the runtime was built."""
 
     def __init__(
         self, *, store: Store, config: RuntimeConfig, lifecycle: Lifecycle, wake: Callable[[str], None]
     ) -> None:
         self._store = store
-        self.specs = periodic_specs(config.kinds.values())
+        self._kinds = KindTable(config.queues)
+        self._specs: list[PeriodicSpec] = []
+        self._specs_at = -1
         self._lifecycle = lifecycle
         self._wake = wake
 
+    @property
+    def specs(self) -> list[PeriodicSpec]:
+        generation = self._kinds.generation
+        if generation != self._specs_at:
+            self._specs, self._specs_at = periodic_specs(self._kinds.values()), generation
+        return self._specs
+
     async def run_once(self) -> list[int]:
         """One pass: enqueue the due periodic jobs; return their ids. Store errors propagate to the caller."""
-        job_ids = await self._store.schedule_periodic(self.specs)
+        specs = self.specs
+        job_ids = await self._store.schedule_periodic(specs) if specs else []
         if job_ids:
-            for spec in self.specs:
+            for spec in specs:
                 self._wake(spec.queue)
         return job_ids
 
     async def run(self) -> None:
-        """The loop; the runtime starts it only when there are specs."""
-        tick = min(1.0, min(spec.every for spec in self.specs) / 2)
+        """The loop; with no periodic kind yet it only looks every second whether one was declared."""
         while self._lifecycle.plumbing:
             try:
                 await self.run_once()
             except Exception:
                 log.exception("periodic scheduling failed")
-            await asyncio.sleep(tick)
+            await asyncio.sleep(min([1.0, *(spec.every / 2 for spec in self.specs)]))

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from corral.runtime.config import RuntimeConfig
-from corral.runtime.declarations import JobKind
+from corral.runtime.declarations import JobKind, KindTable
 from corral.runtime.infra import wait_event
 from corral.runtime.lifecycle import Lifecycle
 from corral.runtime.stats import RuntimeStats
@@ -55,9 +55,21 @@ class Relay:
         self._lifecycle = lifecycle
         self._stats = stats
         self._wake_queue = wake
-        self.routes = event_routes(config.kinds.values())
-        self._routed_queues = {route.queue for routes in self.routes.values() for route in routes}
+        self._kinds = KindTable(config.queues)
+        self._routes: dict[str, list[Route]] = {}
+        self._routed_queues: set[str] = set()
+        self._routes_at = -1
         self._wake = asyncio.Event()
+
+    @property
+    def routes(self) -> dict[str, list[Route]]:
+        """Topic -> its routes, for the kinds declared on the queues so far (also after the runtime was built)."""
+        generation = self._kinds.generation
+        if generation != self._routes_at:
+            self._routes = event_routes(self._kinds.values())
+            self._routed_queues = {route.queue for routes in self._routes.values() for route in routes}
+            self._routes_at = generation
+        return self._routes
 
     def poke(self) -> None:
         """An event was published (here, or pushed by the store): relay now instead of at the next interval."""

@@ -1,8 +1,7 @@
 """The rescuer: running jobs whose lease expired (their worker died) become retryable again.
 
 Owns the rescue pass and the loop every process runs (no leader: the store makes each rescue
-happen once). The loop also runs the :class:`~corral.runtime.maintenance.pruner.Pruner` on its
-first pass and every :data:`PRUNE_EVERY_PASSES` passes after.
+happen once). Pruning old jobs has its own loop (:mod:`corral.runtime.maintenance.pruner`).
 """
 
 from __future__ import annotations
@@ -13,15 +12,12 @@ from collections.abc import Callable
 
 from corral.runtime.config import RuntimeConfig
 from corral.runtime.lifecycle import Lifecycle
-from corral.runtime.maintenance.pruner import Pruner
 from corral.runtime.stats import RuntimeStats
 from corral.runtime.stores.protocol import Store
 
-__all__ = ["PRUNE_EVERY_PASSES", "Rescuer"]
+__all__ = ["Rescuer"]
 
 log = logging.getLogger("corral.runtime")
-
-PRUNE_EVERY_PASSES = 100
 
 
 class Rescuer:
@@ -35,14 +31,12 @@ class Rescuer:
         config: RuntimeConfig,
         lifecycle: Lifecycle,
         stats: RuntimeStats,
-        pruner: Pruner,
         wake_all: Callable[[], None],
     ) -> None:
         self._store = store
         self._config = config
         self._lifecycle = lifecycle
         self._stats = stats
-        self._pruner = pruner
         self._wake_all = wake_all
 
     async def run_once(self) -> int:
@@ -55,14 +49,10 @@ class Rescuer:
         return rescued
 
     async def run(self) -> None:
-        """Make running jobs whose lease expired retryable; prune old done jobs."""
-        passes = 0
+        """Make running jobs whose lease expired retryable, every ``rescue_interval``."""
         while self._lifecycle.plumbing:
             try:
                 await self.run_once()
-                if passes % PRUNE_EVERY_PASSES == 0:
-                    await self._pruner.run_once()
             except Exception:
                 log.exception("rescuer pass failed")
-            passes += 1
             await asyncio.sleep(self._config.rescue_interval)

@@ -18,7 +18,6 @@ from corral.runtime.completer import Completer
 from corral.runtime.config import RuntimeConfig
 from corral.runtime.lifecycle import Lifecycle, State
 from corral.runtime.maintenance import PeriodicScheduler, Pruner, Relay, Rescuer
-from corral.runtime.maintenance.rescuer import PRUNE_EVERY_PASSES
 from corral.runtime.stats import RuntimeStats
 from corral.runtime.stores.protocol import Completion, NewJob, Store
 from corral.runtime.waiters import Waiters
@@ -68,6 +67,8 @@ def test_config_reads_the_declarations_once() -> None:
         ({"hot_poll": float("nan")}, "hot_poll must be a finite number of seconds >= 0, got nan"),
         ({"keep_done": float("inf")}, "keep_done must be a finite number of seconds >= 0, got inf"),
         ({"notify_fallback": -0.5}, "notify_fallback must be a finite number of seconds >= 0, got -0.5"),
+        ({"enqueue_timeout": 0}, "enqueue_timeout must be a finite number of seconds > 0, got 0"),
+        ({"prune_interval": float("inf")}, "prune_interval must be a finite number of seconds > 0, got inf"),
     ],
 )
 def test_config_rejects_bad_knobs(knobs: dict[str, Any], message: str) -> None:
@@ -237,7 +238,6 @@ def test_rescuer_pass_makes_an_expired_claim_retryable(db: Backend) -> None:
             config=config,
             lifecycle=Lifecycle(),
             stats=stats,
-            pruner=Pruner(store=store, config=config),
             wake_all=lambda: woken.append("all"),
         )
         job_ids.extend(await store.enqueue([_new_job("work", "k", lease_seconds=0.3)]))
@@ -285,10 +285,10 @@ def test_pruner_pass_deletes_only_old_done_jobs(db: Backend) -> None:
         await store.enqueue([_new_job("q", "k"), _new_job("q", "k")])
         done, _running_job = await store.claim("q", 2, "w")
         await store.complete([Completion(job_id=done.id, token=done.token, result_json=None)])
-        keep = Pruner(store=store, config=RuntimeConfig(queues=[queue]))
+        keep = Pruner(store=store, config=RuntimeConfig(queues=[queue]), lifecycle=Lifecycle())
         pruned.append(await keep.run_once())  # done a moment ago: kept for keep_done (7 days)
         await asyncio.sleep(0.05)
-        prune_all = Pruner(store=store, config=RuntimeConfig(queues=[queue], keep_done=0.0))
+        prune_all = Pruner(store=store, config=RuntimeConfig(queues=[queue], keep_done=0.0), lifecycle=Lifecycle())
         pruned.append(await prune_all.run_once())
 
     _with_store(db, [queue], body)
@@ -318,42 +318,58 @@ def test_periodic_pass_enqueues_a_due_kind_once(db: Backend) -> None:
 
 
 class _CountingStore:
-    """Only what the rescuer's loop calls; ends the loop (through the life cycle) after ``passes`` passes."""
+    """Only what the rescuer's and the pruner's loops call; ends the loops (through the life cycle) after
+    ``passes`` calls of either kind, and fails the second call of each kind."""
 
     def __init__(self, lifecycle: Lifecycle, passes: int) -> None:
         self.lifecycle = lifecycle
         self.passes = passes
         self.rescues = 0
-        self.prunes: list[int] = []  # the rescue pass each prune followed
+        self.prunes: list[float] = []  # when each prune pass ran (monotonic)
+
+    def _count(self, calls: int) -> None:
+        if calls == self.passes:
+            for state in (State.STOPPING, State.DRAINING, State.CLOSING):
+                self.lifecycle.enter(state)
+        if calls == 2:
+            raise OSError("store away")  # logged; the loop carries on
 
     async def rescue_expired(self) -> int:
         self.rescues += 1
-        if self.rescues == self.passes:
-            for state in (State.STOPPING, State.DRAINING, State.CLOSING):
-                self.lifecycle.enter(state)
-        if self.rescues == 2:
-            raise OSError("store away")  # logged; the loop carries on, this pass prunes nothing
+        self._count(self.rescues)
         return 0
 
     async def prune_done(self, *, older_than: float) -> int:
-        self.prunes.append(self.rescues)
+        self.prunes.append(time.monotonic())
+        self._count(len(self.prunes))
         return 0
 
 
-def test_rescuer_loop_prunes_on_its_first_pass_and_every_hundred_after() -> None:
+def test_rescuer_loop_rescues_every_interval_and_never_prunes() -> None:
     lifecycle = _running()
-    passes = 2 * PRUNE_EVERY_PASSES + 1
-    store = _CountingStore(lifecycle, passes)
+    store = _CountingStore(lifecycle, 250)
     config = RuntimeConfig(queues=[], rescue_interval=0.0)
     rescuer = Rescuer(
         store=store,  # type: ignore[arg-type]
         config=config,
         lifecycle=lifecycle,
         stats=RuntimeStats(),
-        pruner=Pruner(store=store, config=config),  # type: ignore[arg-type]
         wake_all=lambda: None,
     )
     asyncio.run(asyncio.wait_for(rescuer.run(), 30))
-    assert PRUNE_EVERY_PASSES == 100
-    assert store.rescues == passes
-    assert store.prunes == [1, PRUNE_EVERY_PASSES + 1, 2 * PRUNE_EVERY_PASSES + 1]
+    assert store.rescues == 250
+    assert store.prunes == []
+
+
+def test_pruner_loop_runs_at_once_then_every_prune_interval() -> None:
+    lifecycle = _running()
+    store = _CountingStore(lifecycle, 4)
+    config = RuntimeConfig(queues=[], prune_interval=0.1, rescue_interval=3600.0)
+    pruner = Pruner(store=store, config=config, lifecycle=lifecycle)  # type: ignore[arg-type]
+    started = time.monotonic()
+    asyncio.run(asyncio.wait_for(pruner.run(), 30))
+    assert len(store.prunes) == 4  # the failed second pass did not end the loop
+    assert store.prunes[0] - started < 0.05
+    gaps = [later - earlier for earlier, later in zip(store.prunes, store.prunes[1:], strict=False)]
+    assert all(0.09 <= gap < 1.0 for gap in gaps), gaps
+    assert store.rescues == 0

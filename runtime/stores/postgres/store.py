@@ -26,6 +26,7 @@ from typing import Any
 import psycopg
 from corral.runtime.errors import ConfigError, StoreUnavailable
 from corral.runtime.infra import spawn, wait_event
+from corral.runtime.payloads import UnstorableJson
 from corral.runtime.stores.protocol import (
     ClaimedJob,
     Completion,
@@ -192,20 +193,23 @@ class PostgresStore:
         if conn is not None:
             if not isinstance(conn, psycopg.AsyncConnection):
                 raise ConfigError(f"conn must be a psycopg.AsyncConnection, got {type(conn).__name__}")
-            async with conn.cursor(row_factory=tuple_row) as cur:
-                yield cur
+            try:
+                async with conn.cursor(row_factory=tuple_row) as cur:
+                    yield cur
+            except psycopg.OperationalError as exc:
+                raise StoreUnavailable(f"the PostgreSQL store {self} is unavailable on your connection: {exc}") from exc
             return
         if self._pool.closed:
             raise StoreUnavailable(f"store {self} is not open")
         try:
             async with self._pool.connection() as pooled, pooled.cursor(row_factory=tuple_row) as cur:
                 yield cur
-        except psycopg.OperationalError:
+        except psycopg.OperationalError as exc:
             # A restarted server breaks every pooled connection at once: drop the dead idle ones
             # now instead of failing once per connection.
             with contextlib.suppress(Exception):
                 await self._pool.check()
-            raise
+            raise StoreUnavailable(f"the PostgreSQL store {self} is unavailable: {exc}") from exc
 
     @contextlib.asynccontextmanager
     async def _transaction(self) -> AsyncIterator[psycopg.AsyncCursor[tuple[Any, ...]]]:
@@ -257,7 +261,7 @@ class PostgresStore:
         await self._open_pool()
         try:
             version = await self.schema_version()
-        except psycopg.Error as exc:
+        except (psycopg.Error, StoreUnavailable) as exc:
             await self._close_pool()
             raise StoreUnavailable(f"cannot use the PostgreSQL store {self}: {exc}") from exc
         if version != SCHEMA_VERSION:
@@ -390,18 +394,21 @@ class PostgresStore:
 
     async def complete(self, completions: Sequence[Completion]) -> None:
         self._leased_by_claim.difference_update(c.job_id for c in completions)
-        async with self._cursor() as cur:
-            for start in range(0, len(completions), _IDS_PER_NOTICE):
-                chunk = completions[start : start + _IDS_PER_NOTICE]
-                await cur.execute(
-                    self._sql["complete"],
-                    (
-                        [c.job_id for c in chunk],
-                        [c.token for c in chunk],
-                        [c.result_json for c in chunk],
-                        self.channel,
-                    ),
-                )
+        try:
+            async with self._cursor() as cur:
+                for start in range(0, len(completions), _IDS_PER_NOTICE):
+                    chunk = completions[start : start + _IDS_PER_NOTICE]
+                    await cur.execute(
+                        self._sql["complete"],
+                        (
+                            [c.job_id for c in chunk],
+                            [c.token for c in chunk],
+                            [c.result_json for c in chunk],
+                            self.channel,
+                        ),
+                    )
+        except (psycopg.DataError, UnicodeEncodeError) as exc:
+            raise UnstorableJson(f"was refused by the PostgreSQL store: {exc}") from exc
 
     async def fail(self, job_id: int, token: int, *, error: str, traceback: str | None, retry_at: float | None) -> None:
         self._leased_by_claim.discard(job_id)

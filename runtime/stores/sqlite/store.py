@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from corral.runtime.errors import ConfigError, StoreUnavailable
 from corral.runtime.infra import StoreThread
+from corral.runtime.payloads import UnstorableJson
 from corral.runtime.stores.protocol import (
     DONE,
     FAILED,
@@ -118,7 +119,11 @@ class SqliteStore:
         conn = self._conn
         if conn is None:
             raise StoreUnavailable(f"store {self.path!r} is not open")
-        return await self._thread.call(lambda: fn(conn))
+        try:
+            return await self._thread.call(lambda: fn(conn))
+        except sqlite3.OperationalError as exc:
+            # locked past busy_timeout, disk full, read-only, I/O error: the store, not the call, is at fault
+            raise StoreUnavailable(f"sqlite store {self.path!r} is unavailable: {exc}") from exc
 
     @staticmethod
     @contextmanager
@@ -305,7 +310,10 @@ class SqliteStore:
                     [(c.result_json, now, c.job_id, c.token) for c in completions],
                 )
 
-        await self._run(complete)
+        try:
+            await self._run(complete)
+        except (sqlite3.DataError, UnicodeEncodeError) as exc:
+            raise UnstorableJson(f"was refused by the SQLite store: {exc}") from exc
 
     async def fail(self, job_id: int, token: int, *, error: str, traceback: str | None, retry_at: float | None) -> None:
         self._leased_by_claim.discard(job_id)
