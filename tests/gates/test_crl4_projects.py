@@ -1,0 +1,49 @@
+"""CRL4 across functions and modules, through the real command: a fixture project and its cache."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import run_corral
+from expectations import FIXTURES
+
+PROJECTS = FIXTURES / "crl4_projects"
+ADVICE = "inside transaction.atomic(); make the call after commit (transaction.on_commit) or outside the transaction"
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    target = tmp_path / "shop"
+    shutil.copytree(PROJECTS / "shop", target)
+    return target
+
+
+def findings(root: Path, *args: str) -> list[str]:
+    completed = run_corral("check", *args, cwd=root)
+    assert completed.returncode in (0, 1), completed.stdout + completed.stderr
+    return completed.stdout.splitlines()[:-1]
+
+
+def test_calls_are_followed_through_helpers_modules_cycles_reexports_and_methods(shop: Path) -> None:
+    post = "post_json() -> requests.post (shop/partners.py:10)"
+    assert findings(shop, "--no-cache") == [
+        f"shop/views.py:11:9: CRL401 notify_partner() -> {post} {ADVICE}",
+        f"shop/views.py:16:9: CRL401 send_receipt() -> notify_partner() -> {post} {ADVICE}",
+        f"shop/views.py:21:9: CRL401 ping() -> pong() -> {post} {ADVICE}",
+        f"shop/views.py:26:9: CRL401 notify() -> {post} {ADVICE}",
+        f"shop/views.py:33:9: CRL401 Checkout.announce() -> notify_partner() -> {post} "
+        + ADVICE.replace("transaction.atomic()", "@transaction.atomic"),
+    ]
+
+
+def test_a_cached_result_follows_the_helpers_it_reached(shop: Path) -> None:
+    assert len(findings(shop)) == 5  # warms the cache
+    partners = shop / "shop" / "partners.py"
+    original = partners.read_text()
+    # The helper two modules away stops calling the network: views.py's cached findings must not be served.
+    partners.write_text(original.replace("    return requests.post(url, json=payload, timeout=5)", "    return url"))
+    assert findings(shop) == []
+    partners.write_text(original)
+    assert len(findings(shop)) == 5
