@@ -40,15 +40,15 @@ class _Methods:
 
     def __init__(self, module: ModuleInfo) -> None:
         self.by_scope: dict[Scope, tuple[ast.ClassDef, str]] = {}
-        for node in ast.walk(module.tree):
-            if not isinstance(node, ast.ClassDef):
-                continue
+        scopes = module.names.scopes
+        # Every class has a scope of its own, so the pre-pass already found them all.
+        for node in [node for node in scopes if isinstance(node, ast.ClassDef)]:
             for statement in node.body:
                 if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) or _is_static(statement):
                     continue
                 positional = [*statement.args.posonlyargs, *statement.args.args]
-                if positional and statement in module.names.scopes:
-                    self.by_scope[module.names.scope_of(statement)] = (node, positional[0].arg)
+                if positional and statement in scopes:
+                    self.by_scope[scopes[statement]] = (node, positional[0].arg)
 
 
 def _only_functions(sites: Sequence[ast.AST]) -> list[Function]:

@@ -46,9 +46,9 @@ OPENERS = frozenset({"begin", "begin_nested", "transaction", "atomic"})
 DJANGO_ADVICE = "make the call after commit (transaction.on_commit) or outside the transaction"
 ADVICE = "make the call outside the transaction, after it commits"
 
-# Every scope names one of these as a whole word: an opener's attribute, Django's `atomic`, or the import
-# that binds an alias to it (the prefilter asks for them, and for a network module).
-_OPENER = re.compile(rb"(?:atomic|begin|begin_nested|transaction)\b")
+# Every scope names Django's `atomic` as a whole word (in the call, the decorator or the import binding
+# an alias to it), or an opener as an attribute: after a dot, across spaces, continuations and comments.
+_OPENER = re.compile(rb"\batomic\b|\.(?:\s|\\|#[^\n]*)*(?:atomic|begin|begin_nested|transaction)\b")
 
 LocalCallable = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 

@@ -126,6 +126,16 @@ SLIPPERY = {
         with transaction.atomic():
             requests.get(url, timeout=5)
         """,
+    "opener after a dot and a comment, the network call in a helper": """
+        from .partners import send
+        def f(session, url):
+            with (session.  # the session's own
+                  begin()):
+                local(url)
+        def local(url):
+            import requests
+            requests.post(url, timeout=5)
+        """,
     # Python reads identifiers NFKC-normalised: these are fullwidth letters spelling `threading`.
     "spawner module named with look-alike letters": """
         import \uff54\uff48\uff52\uff45\uff41\uff44\uff49\uff4e\uff47
