@@ -30,7 +30,7 @@ from typing import ClassVar, NamedTuple
 from corral.gates.analysis.context import FileContext
 from corral.gates.analysis.names import Scope, lookup_in
 from corral.gates.analysis.project import ProjectFunctions
-from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning, scoped_nodes
+from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning
 from corral.gates.analysis.values import StaticValues
 from corral.gates.config import Config
 from corral.gates.findings import Finding
@@ -167,18 +167,19 @@ class NetworkInTransaction(Rule, ScopedVisitor):
     @cached_property
     def callables(self) -> dict[Scope, dict[str, list[tuple[LocalCallable, Scope]]]]:
         """The functions and lambdas each function scope defines, by name: called inside a transaction,
-        they run there. Module-level ones are left out (calls are not followed out of the function)."""
-        names = self.names
+        they run there. Module-level ones are left to `ProjectFunctions`, which follows them into other modules."""
         callables: dict[Scope, dict[str, list[tuple[LocalCallable, Scope]]]] = {}
-        for node, scope in scoped_nodes(self.context.tree, names):
-            if scope is names.root:
-                continue
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                callables.setdefault(scope, {}).setdefault(node.name, []).append((node, scope))
-            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        callables.setdefault(scope, {}).setdefault(target.id, []).append((node.value, scope))
+        # The pre-pass met every binding of every function and class body: no walk of the module needed.
+        for scope in self.names.scopes.values():
+            for name, site in scope.sites:
+                if isinstance(site, (ast.FunctionDef, ast.AsyncFunctionDef)) and site.name == name:
+                    callables.setdefault(scope, {}).setdefault(name, []).append((site, scope))
+                elif (
+                    isinstance(site, ast.Assign)
+                    and isinstance(site.value, ast.Lambda)
+                    and any(isinstance(target, ast.Name) and target.id == name for target in site.targets)
+                ):
+                    callables.setdefault(scope, {}).setdefault(name, []).append((site.value, scope))
         return callables
 
     @classmethod
