@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,3 +49,16 @@ def test_a_cached_result_follows_the_helpers_it_reached(shop: Path) -> None:
     assert findings(shop) == []
     partners.write_text(original)
     assert len(findings(shop)) == 5
+
+
+def test_flake8_reports_the_same_chains(shop: Path) -> None:
+    flake8 = Path(sys.executable).parent / "flake8"
+    completed = subprocess.run(
+        [str(flake8), "--isolated", "--select", "CRL", "shop/views.py"],
+        cwd=shop,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 1, completed.stderr
+    assert completed.stdout.splitlines() == findings(shop, "--no-cache")
