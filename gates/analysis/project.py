@@ -15,6 +15,7 @@ cached result is served only while those files are unchanged.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -49,6 +50,18 @@ class _Methods:
                 positional = [*statement.args.posonlyargs, *statement.args.args]
                 if positional and statement in scopes:
                     self.by_scope[scopes[statement]] = (node, positional[0].arg)
+
+
+def may_bind_function(data: bytes, name: str) -> bool:
+    """Whether a module's bytes may bind `name` to a function: a `def` of it or an import that may
+    re-export it (the name on an import's line, or on a line of names continuing one). Most names a
+    transaction's calls reach through modules are classes, exceptions and instances: their modules need
+    no parse."""
+    word = re.escape(name.encode())
+    pattern = rb"\bdef\s+%(w)s\b|\bimport\b[^\n]*\b%(w)s\b|^[ \t\w,(\\]*\b%(w)s\b[ \t\w,)\\]*(?:#[^\n]*)?$" % {
+        b"w": word
+    }
+    return re.search(pattern, data, re.MULTILINE) is not None
 
 
 def _only_functions(sites: Sequence[ast.AST]) -> list[Function]:
@@ -133,6 +146,9 @@ class ProjectFunctions:
         # A chain shows the name the call site used, whatever module it was re-exported through.
         shown = shown or name
         if not owner or reexports > MAX_REEXPORTS:
+            return []
+        data = self.project.source(owner)
+        if data is None or not may_bind_function(data, name):
             return []
         module = self.project.module(owner)
         if module is None:

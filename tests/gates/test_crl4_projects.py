@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_corral
+from corral.gates.analysis.project import may_bind_function
 from expectations import FIXTURES
 
 PROJECTS = FIXTURES / "crl4_projects"
@@ -62,3 +63,44 @@ def test_flake8_reports_the_same_chains(shop: Path) -> None:
     )
     assert completed.returncode == 1, completed.stderr
     assert completed.stdout.splitlines() == findings(shop, "--no-cache")
+
+
+def test_a_module_read_without_a_parse_is_a_dependency_too(project) -> None:
+    root = project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "app/__init__.py": "",
+            "app/views.py": """
+                from django.db import transaction
+                from app.helpers import notify
+                def place(order):
+                    with transaction.atomic():
+                        notify(order)
+                """,
+            "app/helpers.py": "class notify:\n    pass\n",
+        }
+    )
+    assert findings(root) == []  # `notify` is a class there: its module needs no parse
+    (root / "app" / "helpers.py").write_text("import requests\n\n\ndef notify(order):\n    requests.post(order)\n")
+    assert findings(root) == [
+        f"app/views.py:5:9: CRL401 notify() -> requests.post (app/helpers.py:5) {ADVICE}",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("data", "may"),
+    [
+        (b"def notify(x):\n", True),
+        (b"async def notify():\n", True),
+        (b"from .partners import notify_partner as notify\n", True),
+        (b"from .x import (\n    a,\n    notify,\n)\n", True),
+        (b"from .x import (a,  # the first\n    b, notify)\n", True),
+        (b"from x import a, \\\n    notify\n", True),
+        (b"import os; from x import notify\n", True),
+        (b"class notify(Exception):\n    pass\n", False),
+        (b"notify = Signal()\n", False),
+        (b"notifier = 1\ndef notify_all(): pass\n", False),
+    ],
+)
+def test_a_module_is_parsed_when_its_bytes_may_bind_the_function(data: bytes, may: bool) -> None:
+    assert may_bind_function(data, "notify") is may
