@@ -174,6 +174,14 @@ def dependency_holds(root: Path, relpath: str, recorded: Dependency) -> bool:
     return parsed is not None and parsed.digest == recorded[2]
 
 
+def _candidates(dotted: str) -> list[str]:
+    """The files that may hold the project module named `dotted`, in the order they are looked for."""
+    if not dotted or any(not part.isidentifier() for part in dotted.split(".")):
+        return []
+    stem = dotted.replace(".", "/")
+    return [f"{root}{stem}{tail}" for root in _SOURCE_ROOTS for tail in (".py", "/__init__.py")]
+
+
 class ProjectModules:
     """Project modules as seen from one checked file, recording every file that answer depends on."""
 
@@ -184,14 +192,28 @@ class ProjectModules:
 
     def module(self, dotted: str) -> ModuleInfo | None:
         """The project module named `dotted`, or None when no file under the root holds it."""
-        if not dotted or any(not part.isidentifier() for part in dotted.split(".")):
-            return None
-        stem = dotted.replace(".", "/")
-        for source_root in _SOURCE_ROOTS:
-            for candidate in (f"{source_root}{stem}.py", f"{source_root}{stem}/__init__.py"):
-                found = self.file(candidate)
-                if found is not None:
-                    return found
+        for candidate in _candidates(dotted):
+            found = self.file(candidate)
+            if found is not None:
+                return found
+        return None
+
+    def source(self, dotted: str) -> bytes | None:
+        """The bytes of the project module named `dotted`, unparsed (None when no file holds it), recorded
+        as dependencies as `module` records them: for a caller the bytes alone may answer."""
+        for candidate in _candidates(dotted):
+            path = os.path.join(self.root, candidate)
+            try:
+                status = os.stat(path)
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                if candidate != self.own_relpath:
+                    self.dependencies[candidate] = MISSING
+                continue
+            if candidate != self.own_relpath:
+                self.dependencies[candidate] = (status.st_mtime_ns, status.st_size, content_digest(data))
+            return data
         return None
 
     def file(self, relpath: str) -> ModuleInfo | None:

@@ -9,11 +9,14 @@ Transaction scopes: the body of a `with`/`async with` whose item is Django's `tr
 decorated with one of those (`@transaction.atomic`, `@db.atomic()`). Items after the opening one in the
 same `with` are inside it. Network calls are what `corral.gates.knowledge.network` classifies.
 
-The check is syntactic within a function: the scope's own statements and the blocks nested in them, plus
-functions and lambdas defined in the same enclosing function when they are called there (reported at the
-call). Calls to module-level functions or methods are not followed, and a transaction opened without a
-`with` (`session.begin()` as a statement, autobegin, ATOMIC_REQUESTS) is not seen. Functions and lambdas
-defined in the scope but not called there (`transaction.on_commit(lambda: ...)`) run later: not inside.
+Calls made inside a scope are followed to the bodies they run: functions and lambdas defined in the same
+enclosing function, module-level functions of the same module, methods called on `self`/`cls` in their own
+class, and functions imported from other project modules (re-exports included), transitively with cycles
+cut (`corral.gates.analysis.project` says which calls, `corral.gates.knowledge.network_reach` walks them).
+The finding is at the call and names the chain. Calls through objects of unknown type are not followed,
+and a transaction opened without a `with` (`session.begin()` as a statement, autobegin, ATOMIC_REQUESTS) is
+not seen. Functions and lambdas defined but not called, and callables handed on
+(`transaction.on_commit(lambda: ...)`), run later: not inside.
 """
 
 from __future__ import annotations
@@ -26,10 +29,13 @@ from typing import ClassVar, NamedTuple
 
 from corral.gates.analysis.context import FileContext
 from corral.gates.analysis.names import Scope, lookup_in
-from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning, scoped_nodes
+from corral.gates.analysis.project import ProjectFunctions
+from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning
+from corral.gates.analysis.values import StaticValues
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.knowledge.network import NetworkCall, NetworkCalls, might_call_network
+from corral.gates.knowledge.network import NetworkCall, NetworkCalls
+from corral.gates.knowledge.network_reach import NetworkReach, Reached
 from corral.gates.rules.base import Rule
 from corral.gates.source.prefilter import Source
 
@@ -40,9 +46,9 @@ OPENERS = frozenset({"begin", "begin_nested", "transaction", "atomic"})
 DJANGO_ADVICE = "make the call after commit (transaction.on_commit) or outside the transaction"
 ADVICE = "make the call outside the transaction, after it commits"
 
-# Every scope names one of these as a whole word: an opener's attribute, Django's `atomic`, or the import
-# that binds an alias to it (the prefilter asks for them, and for a network module).
-_OPENER = re.compile(rb"(?:atomic|begin|begin_nested|transaction)\b")
+# Every scope names Django's `atomic` as a whole word (in the call, the decorator or the import binding
+# an alias to it), or an opener as an attribute: after a dot, across spaces, continuations and comments.
+_OPENER = re.compile(rb"\batomic\b|\.(?:\s|\\|#[^\n]*)*(?:atomic|begin|begin_nested|transaction)\b")
 
 LocalCallable = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 
@@ -118,6 +124,15 @@ class NetworkInTransaction(Rule, ScopedVisitor):
                     requests.post(url)
                 notify()  # error: 9 CRL401 "notify() calls requests.post inside db.atomic()"
         """,
+        """
+        import requests
+        from django.db import transaction
+        def notify(url):
+            requests.post(url, timeout=5)
+        @transaction.atomic
+        def f(url):
+            notify(url)  # error: 5 CRL401 "notify() -> requests.post ("
+        """,
     )
 
     def __init__(self, context: FileContext) -> None:
@@ -145,28 +160,33 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         self.found: list[Finding] = []
 
     @cached_property
+    def reach(self) -> NetworkReach:
+        """What the project functions called inside a transaction reach (other modules read on demand)."""
+        return NetworkReach(ProjectFunctions(StaticValues.of(self.context).project))
+
+    @cached_property
     def callables(self) -> dict[Scope, dict[str, list[tuple[LocalCallable, Scope]]]]:
         """The functions and lambdas each function scope defines, by name: called inside a transaction,
-        they run there. Module-level ones are left out (calls are not followed out of the function)."""
-        names = self.names
+        they run there. Module-level ones are left to `ProjectFunctions`, which follows them into other modules."""
         callables: dict[Scope, dict[str, list[tuple[LocalCallable, Scope]]]] = {}
-        for node, scope in scoped_nodes(self.context.tree, names):
-            if scope is names.root:
-                continue
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                callables.setdefault(scope, {}).setdefault(node.name, []).append((node, scope))
-            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        callables.setdefault(scope, {}).setdefault(target.id, []).append((node.value, scope))
+        # The pre-pass met every binding of every function and class body: no walk of the module needed.
+        for scope in self.names.scopes.values():
+            for name, site in scope.sites:
+                if isinstance(site, (ast.FunctionDef, ast.AsyncFunctionDef)) and site.name == name:
+                    callables.setdefault(scope, {}).setdefault(name, []).append((site, scope))
+                elif (
+                    isinstance(site, ast.Assign)
+                    and isinstance(site.value, ast.Lambda)
+                    and any(isinstance(target, ast.Name) and target.id == name for target in site.targets)
+                ):
+                    callables.setdefault(scope, {}).setdefault(name, []).append((site.value, scope))
         return callables
 
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:
-        # The substring tests are much cheaper than the search and rule most files out.
-        if not source.has(b"atomic", b"begin", b"transaction") or not source.holds(might_call_network):
-            return False
-        return _OPENER.search(source.data) is not None
+        # The substring test is much cheaper than the search and rules most files out. A file need not
+        # import a network API itself: a project function it calls inside a transaction may.
+        return source.has(b"atomic", b"begin", b"transaction") and _OPENER.search(source.data) is not None
 
     def check(self) -> Iterator[Finding]:
         self.visit(self.context.tree)
@@ -233,10 +253,11 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             found = self.network.classify(node, self.scope)
             if found is not None:
                 self._report(found)
-            if self.resolve(node.func) == ON_COMMIT:
+            elif self.resolve(node.func) == ON_COMMIT:
                 arguments = (*node.args, *(keyword.value for keyword in node.keywords))
                 self.eager.update(argument for argument in arguments if isinstance(argument, ast.Call))
-            self._follow(node)
+            else:
+                self._follow(node)
         self.generic_visit(node)
 
     def _follow(self, call: ast.Call) -> None:
@@ -248,6 +269,9 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         elif isinstance(func, ast.Name):
             targets = lookup_in(self.callables, func.id, self.scope)
         else:
+            targets = []
+        if not targets:
+            self._follow_project(call)
             return
         outer = self.via, self.followed
         if self.via is None and isinstance(func, ast.Name):
@@ -263,6 +287,25 @@ class NetworkInTransaction(Rule, ScopedVisitor):
                     self._visit_in_scope(self.names.scope_of(target), target.body)
         finally:
             self.via, self.followed = outer
+
+    def _follow_project(self, call: ast.Call) -> None:
+        """Report `call` when a project function it runs makes a network call, naming the chain."""
+        module = StaticValues.of(self.context).module
+        for callee in self.reach.functions.callees(call, self.scope, module):
+            reached = self.reach.of(callee)
+            if reached is not None:
+                self._report_reached(call, reached)
+                return
+
+    def _report_reached(self, call: ast.Call, reached: Reached) -> None:
+        transaction = self.transactions[-1]
+        advice = DJANGO_ADVICE if transaction.django else ADVICE
+        node = call
+        if self.via is not None:
+            node, callee = self.via
+            reached = reached._replace(hops=(callee, *reached.hops))
+        message = f"{reached.chain()} inside {transaction.shown}; {advice}"
+        self.found.append(self.context.finding(node, self.IN_TRANSACTION, message))
 
     def _report(self, found: NetworkCall) -> None:
         transaction = self.transactions[-1]

@@ -126,6 +126,16 @@ SLIPPERY = {
         with transaction.atomic():
             requests.get(url, timeout=5)
         """,
+    "opener after a dot and a comment, the network call in a helper": """
+        from .partners import send
+        def f(session, url):
+            with (session.  # the session's own
+                  begin()):
+                local(url)
+        def local(url):
+            import requests
+            requests.post(url, timeout=5)
+        """,
     # Python reads identifiers NFKC-normalised: these are fullwidth letters spelling `threading`.
     "spawner module named with look-alike letters": """
         import \uff54\uff48\uff52\uff45\uff41\uff44\uff49\uff4e\uff47
@@ -284,8 +294,9 @@ RULED_OUT = [
     (HiddenSpawners, "import asyncio\nfrom concurrent import futures\nvalue = getattr(options, 'timeout')\n"),
     (UnmanagedConcurrency, "import threading\nlock = threading.Lock()\n"),
     (UnmanagedConcurrency, "import asyncio\nfrom .models import Process\n"),
-    (NetworkInTransaction, "from urllib.parse import quote as urlquote\nwith transaction.atomic():\n    save()\n"),
-    (NetworkInTransaction, "from .client import DatabaseClient\nwith transaction.atomic():\n    save()\n"),
+    # The words only inside longer names: no scope can be opened.
+    (NetworkInTransaction, "from urllib.parse import quote as urlquote\nlog.transactions_seen(beginning)\n"),
+    (NetworkInTransaction, "from .client import DatabaseClient\nDatabaseClient().atomically_applied()\n"),
     (JobTimeouts, "import functools\n@functools.cache\ndef compute(): ...\n"),
 ]
 
@@ -293,6 +304,12 @@ RULED_OUT = [
 @pytest.mark.parametrize(("rule", "source"), RULED_OUT, ids=lambda value: getattr(value, "__name__", ""))
 def test_ruled_out(rule: type, source: str) -> None:
     assert not rule.might_match(Source(source.encode(), "django/db/backends/sqlite3/base.py"), CONFIG)
+
+
+def test_a_transaction_without_a_network_import_is_read() -> None:
+    # `save` may be a project function that makes the call: the file's own imports cannot rule it out.
+    source = b"from .client import DatabaseClient\nwith transaction.atomic():\n    save()\n"
+    assert NetworkInTransaction.might_match(Source(source, "django/db/backends/sqlite3/base.py"), CONFIG)
 
 
 def test_relative_imports_inside_a_network_package_count() -> None:

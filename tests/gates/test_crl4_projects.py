@@ -1,0 +1,106 @@
+"""CRL4 across functions and modules, through the real command: a fixture project and its cache."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_corral
+from corral.gates.analysis.project import may_bind_function
+from expectations import FIXTURES
+
+PROJECTS = FIXTURES / "crl4_projects"
+ADVICE = "inside transaction.atomic(); make the call after commit (transaction.on_commit) or outside the transaction"
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    target = tmp_path / "shop"
+    shutil.copytree(PROJECTS / "shop", target)
+    return target
+
+
+def findings(root: Path, *args: str) -> list[str]:
+    completed = run_corral("check", *args, cwd=root)
+    assert completed.returncode in (0, 1), completed.stdout + completed.stderr
+    return completed.stdout.splitlines()[:-1]
+
+
+def test_calls_are_followed_through_helpers_modules_cycles_reexports_and_methods(shop: Path) -> None:
+    post = "post_json() -> requests.post (shop/partners.py:10)"
+    assert findings(shop, "--no-cache") == [
+        f"shop/views.py:11:9: CRL401 notify_partner() -> {post} {ADVICE}",
+        f"shop/views.py:16:9: CRL401 send_receipt() -> notify_partner() -> {post} {ADVICE}",
+        f"shop/views.py:21:9: CRL401 ping() -> pong() -> {post} {ADVICE}",
+        f"shop/views.py:26:9: CRL401 notify() -> {post} {ADVICE}",
+        f"shop/views.py:33:9: CRL401 Checkout.announce() -> notify_partner() -> {post} "
+        + ADVICE.replace("transaction.atomic()", "@transaction.atomic"),
+    ]
+
+
+def test_a_cached_result_follows_the_helpers_it_reached(shop: Path) -> None:
+    assert len(findings(shop)) == 5  # warms the cache
+    partners = shop / "shop" / "partners.py"
+    original = partners.read_text()
+    # The helper two modules away stops calling the network: views.py's cached findings must not be served.
+    partners.write_text(original.replace("    return requests.post(url, json=payload, timeout=5)", "    return url"))
+    assert findings(shop) == []
+    partners.write_text(original)
+    assert len(findings(shop)) == 5
+
+
+def test_flake8_reports_the_same_chains(shop: Path) -> None:
+    flake8 = Path(sys.executable).parent / "flake8"
+    completed = subprocess.run(
+        [str(flake8), "--isolated", "--select", "CRL", "shop/views.py"],
+        cwd=shop,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 1, completed.stderr
+    assert completed.stdout.splitlines() == findings(shop, "--no-cache")
+
+
+def test_a_module_read_without_a_parse_is_a_dependency_too(project) -> None:
+    root = project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "app/__init__.py": "",
+            "app/views.py": """
+                from django.db import transaction
+                from app.helpers import notify
+                def place(order):
+                    with transaction.atomic():
+                        notify(order)
+                """,
+            "app/helpers.py": "class notify:\n    pass\n",
+        }
+    )
+    assert findings(root) == []  # `notify` is a class there: its module needs no parse
+    (root / "app" / "helpers.py").write_text("import requests\n\n\ndef notify(order):\n    requests.post(order)\n")
+    assert findings(root) == [
+        f"app/views.py:5:9: CRL401 notify() -> requests.post (app/helpers.py:5) {ADVICE}",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("data", "may"),
+    [
+        (b"def notify(x):\n", True),
+        (b"async def notify():\n", True),
+        (b"from .partners import notify_partner as notify\n", True),
+        (b"from .x import (\n    a,\n    notify,\n)\n", True),
+        (b"from .x import (a,  # the first\n    b, notify)\n", True),
+        (b"from x import a, \\\n    notify\n", True),
+        (b"import os; from x import notify\n", True),
+        (b"class notify(Exception):\n    pass\n", False),
+        (b"notify = Signal()\n", False),
+        (b"notifier = 1\ndef notify_all(): pass\n", False),
+    ],
+)
+def test_a_module_is_parsed_when_its_bytes_may_bind_the_function(data: bytes, may: bool) -> None:
+    assert may_bind_function(data, "notify") is may
