@@ -11,7 +11,7 @@ import asyncio
 import logging
 
 from corral.runtime.stats import RuntimeStats
-from corral.runtime.stores.protocol import DONE, Completion, Store
+from corral.runtime.stores.protocol import Completion, Store
 from corral.runtime.waiters import Waiters
 
 __all__ = ["Completer"]
@@ -63,4 +63,4 @@ class Completer:
                 continue
             self._stats.completed += len(batch)
             for done in batch:
-                self._waiters.resolve(done.job_id, DONE, done.result_json, None)
+                self._waiters.settled(done.job_id)

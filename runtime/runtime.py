@@ -165,6 +165,7 @@ class Runtime:
             stats=self.stats,
             pruner=Pruner(store=self.store, config=config),
             wake_all=self._producers.wake_all,
+            renew_in_flight=self._executor.renew_in_flight,
         )
         self._periodic = PeriodicScheduler(
             store=self.store, config=config, lifecycle=self._lifecycle, wake=self._producers.wake
@@ -277,6 +278,14 @@ class Runtime:
                 for task in pending:
                     task.cancel()
                 await asyncio.wait(pending, timeout=HARD_STOP_WAIT)
+        for job in self._executor.stuck():
+            # Python cannot kill a thread, nor a task that ignores its cancellation: say what is left
+            log.error(
+                "stopping with job %s (%s) attempt %d still running; it dies with the process",
+                job.id,
+                job.kind,
+                job.attempt,
+            )
         # 5. plumbing: flush completions, then the rest
         self._lifecycle.enter(State.CLOSING)
         await self._cancel_all(self._plumbing)

@@ -1,15 +1,17 @@
 """The rescuer: running jobs whose lease expired (their worker died) become retryable again.
 
 Owns the rescue pass and the loop every process runs (no leader: the store makes each rescue
-happen once). The loop also runs the :class:`~corral.runtime.maintenance.pruner.Pruner` on its
-first pass and every :data:`PRUNE_EVERY_PASSES` passes after.
+happen once). Each pass first renews the leases of the attempts this process still runs, so it
+never rescues its own live work, even when the event loop was held past their leases. The loop
+also runs the :class:`~corral.runtime.maintenance.pruner.Pruner` on its first pass and every
+:data:`PRUNE_EVERY_PASSES` passes after.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from corral.runtime.config import RuntimeConfig
 from corral.runtime.lifecycle import Lifecycle
@@ -26,7 +28,8 @@ PRUNE_EVERY_PASSES = 100
 
 class Rescuer:
     """Rescues expired leases every ``config.rescue_interval`` seconds; ``wake_all()`` wakes every
-    queue this process works, so rescued jobs run without waiting for a poll."""
+    queue this process works, so rescued jobs run without waiting for a poll; ``renew_in_flight()``
+    extends the leases of every attempt this process runs (before each pass)."""
 
     def __init__(
         self,
@@ -37,6 +40,7 @@ class Rescuer:
         stats: RuntimeStats,
         pruner: Pruner,
         wake_all: Callable[[], None],
+        renew_in_flight: Callable[[], Awaitable[None]],
     ) -> None:
         self._store = store
         self._config = config
@@ -44,9 +48,11 @@ class Rescuer:
         self._stats = stats
         self._pruner = pruner
         self._wake_all = wake_all
+        self._renew_in_flight = renew_in_flight
 
     async def run_once(self) -> int:
         """One rescue pass; return how many jobs were rescued. Store errors propagate to the caller."""
+        await self._renew_in_flight()
         rescued = await self._store.rescue_expired()
         if rescued:
             self._stats.rescued += rescued

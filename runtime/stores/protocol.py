@@ -34,6 +34,7 @@ __all__ = [
     "Route",
     "RoutedJob",
     "Store",
+    "attempt_holder",
     "claimed_job",
     "failed_job",
     "queue_counts",
@@ -196,9 +197,16 @@ class Store(Protocol):
         """Make running jobs whose lease expired retryable (or failed when out of attempts)."""
 
     async def acquire_key_lease(self, queue: str, key: str, *, holder: int, limit: int, seconds: float) -> bool:
-        """Take one of ``limit`` lease slots of ``key`` for ``seconds``; False when all are held."""
+        """Take one of ``limit`` lease slots of ``key`` for ``seconds``; False when all are held.
+        ``holder`` is the attempt's :func:`attempt_holder`: a slot it already holds is renewed."""
 
     async def release_key_lease(self, queue: str, key: str, *, holder: int) -> None: ...
+
+    async def renew(self, job_id: int, token: int, *, seconds: float, key: tuple[str, str] | None) -> bool:
+        """The attempt ``token`` of ``job_id`` still runs in this process: extend its job lease to
+        ``seconds`` from now while it is still running under that claim, and the slot of ``key``
+        (``(queue, key)``) its :func:`attempt_holder` holds, even once the attempt is recorded (its
+        code has not ended). Return whether the job lease was extended."""
 
     async def publish(self, topic: str, payload_json: str, *, conn: Any = None) -> int:
         """Write an outbox row; return its id. ``conn`` as for :meth:`enqueue`."""
@@ -220,6 +228,18 @@ class Store(Protocol):
 
 
 # -- shared by the stores ----------------------------------------------------------------------------
+
+
+# Claims of one job (its ``token``) counted below this span make distinct holders; beyond 2**24
+# claims of one job the numbers repeat, which only a job snoozed for months could reach.
+_CLAIM_SPAN = 1 << 24
+
+
+def attempt_holder(job_id: int, token: int) -> int:
+    """The key-lease holder of one attempt: the job's id and its claim token in one (64-bit) number.
+    A key lease belongs to an attempt, never to a job: a retry of the job is another holder, so it
+    cannot re-enter its stale attempt's slot, and the stale attempt cannot release the retry's."""
+    return job_id * _CLAIM_SPAN + token % _CLAIM_SPAN
 
 
 def rescue_error(worker_id: str | None, attempt: int) -> str:

@@ -36,6 +36,7 @@ from corral.runtime.stores.protocol import (
     QueueCounts,
     RelayPass,
     Route,
+    attempt_holder,
     queue_counts,
     rescue_error,
     routed_jobs,
@@ -296,6 +297,19 @@ class MemoryStore:
         ]
         for slot in held:
             del self._key_leases[slot]
+
+    async def renew(self, job_id: int, token: int, *, seconds: float, key: tuple[str, str] | None) -> bool:
+        now = await self._begin()
+        if key is not None:
+            holder = attempt_holder(job_id, token)
+            for slot, lease in self._key_leases.items():
+                if slot[:2] == key and lease.holder == holder:
+                    lease.busy_until = now + seconds
+        job = self._held(job_id, token)
+        if job is None:
+            return False
+        job.lease_until = now + seconds
+        return True
 
     # -- events ---------------------------------------------------------------------------------
 

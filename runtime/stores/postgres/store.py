@@ -36,6 +36,7 @@ from corral.runtime.stores.protocol import (
     QueueCounts,
     RelayPass,
     Route,
+    attempt_holder,
     claimed_job,
     failed_job,
     queue_counts,
@@ -446,6 +447,14 @@ class PostgresStore:
     async def release_key_lease(self, queue: str, key: str, *, holder: int) -> None:
         async with self._cursor() as cur:
             await cur.execute(self._sql["lease_release"], (queue, key, holder))
+
+    async def renew(self, job_id: int, token: int, *, seconds: float, key: tuple[str, str] | None) -> bool:
+        async with self._transaction() as cur:
+            await cur.execute(self._sql["renew"], (seconds, job_id, token))
+            renewed = cur.rowcount == 1
+            if key is not None:
+                await cur.execute(self._sql["lease_renew"], (seconds, key[0], key[1], attempt_holder(job_id, token)))
+        return renewed
 
     # -- events ---------------------------------------------------------------------------------
 

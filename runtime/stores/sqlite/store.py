@@ -36,6 +36,7 @@ from corral.runtime.stores.protocol import (
     QueueCounts,
     RelayPass,
     Route,
+    attempt_holder,
     claimed_job,
     failed_job,
     queue_counts,
@@ -329,6 +330,17 @@ class SqliteStore:
                 conn.execute(_SQL["lease_release"], (queue, key, holder))
 
         await self._run(release)
+
+    async def renew(self, job_id: int, token: int, *, seconds: float, key: tuple[str, str] | None) -> bool:
+        def renew(conn: sqlite3.Connection) -> bool:
+            until = self._clock() + seconds
+            with self._write(conn):
+                renewed = conn.execute(_SQL["renew"], (until, job_id, token)).rowcount == 1
+                if key is not None:
+                    conn.execute(_SQL["lease_renew"], (until, key[0], key[1], attempt_holder(job_id, token)))
+            return renewed
+
+        return await self._run(renew)
 
     # -- events ---------------------------------------------------------------------------------
 
