@@ -20,6 +20,7 @@ import math
 import random
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -70,7 +71,7 @@ async def _contain(coro: Any, ended: list[float]) -> Any:
     another job afterwards does not count against it)."""
     try:
         return await coro
-    except (Exception, asyncio.CancelledError):
+    except (Exception, asyncio.CancelledError, GeneratorExit):  # GeneratorExit: closed unfinished at exit
         raise
     except BaseException as exc:
         raise _JobRaisedBaseException(exc) from exc
@@ -124,11 +125,18 @@ class JobExecutor:
         self._waiters = waiters
         self._wake_later = wake_later
         self._in_flight: dict[tuple[int, int], _Attempt] = {}
+        self._jobs_in_flight: Counter[int] = Counter()  # attempts per job id, from claim to the end of their code
         self._stuck: set[tuple[int, int]] = set()
+        self._abandoned: list[tuple[ClaimedJob, asyncio.Future[Any]]] = []
 
     def stuck(self) -> list[ClaimedJob]:
         """Attempts recorded failed at their timeout whose code still runs here (each keeps its slot)."""
         return [self._in_flight[attempt].job for attempt in self._stuck if attempt in self._in_flight]
+
+    def abandoned(self) -> list[ClaimedJob]:
+        """Attempts the hard stop let go of whose code still runs (a thread, or a task that ignores
+        its cancellation): they die with the process."""
+        return [job for job, work in self._abandoned if not work.done()]
 
     async def renew_in_flight(self) -> None:
         """Extend the leases of every attempt this process runs now (the rescuer calls it before each
@@ -151,6 +159,26 @@ class JobExecutor:
         if kind is None:
             await self._settle_failure(job, f"job kind {job.kind!r} is not declared in this process", None)
             return
+        if self._jobs_in_flight[job.id]:
+            # an earlier attempt of this job still runs here (stuck past its timeout): the retry waits
+            # for it, without spending an attempt, instead of running beside it
+            await self._snooze(queue, job)
+            return
+        self._jobs_in_flight[job.id] += 1
+        try:
+            await self._execute(queue, job, kind)
+        finally:
+            self._jobs_in_flight[job.id] -= 1
+            if not self._jobs_in_flight[job.id]:
+                del self._jobs_in_flight[job.id]
+
+    async def _snooze(self, queue: Queue, job: ClaimedJob) -> None:
+        snooze = self._config.key_busy_snooze
+        await self._store.snooze(job.id, job.token, seconds=snooze)
+        self._stats.snoozed += 1
+        self._wake_later(queue.name, snooze)
+
+    async def _execute(self, queue: Queue, job: ClaimedJob, kind: JobKind) -> None:
         holder = attempt_holder(job.id, job.token)
         key = (queue.name, job.key) if queue.per_key is not None and job.key is not None else None
         leased = False
@@ -160,10 +188,7 @@ class JobExecutor:
                     queue.name, key[1], holder=holder, limit=queue.per_key or 1, seconds=kind.lease_seconds
                 )
                 if not leased:
-                    snooze = self._config.key_busy_snooze
-                    await self._store.snooze(job.id, job.token, seconds=snooze)
-                    self._stats.snoozed += 1
-                    self._wake_later(queue.name, snooze)
+                    await self._snooze(queue, job)
                     return
             await self._run(_Attempt(job=job, kind=kind, key=key))
         except asyncio.CancelledError:
@@ -217,7 +242,9 @@ class JobExecutor:
             # the hard stop: the attempt's code is asked to stop too; whatever ignores that is left
             # behind with the process (stop() names it)
             ctx.request_stop()
-            work.cancel()
+            if kind.is_async:  # a thread's future stays pending until the thread really returns
+                work.cancel()
+            self._abandoned.append((job, work))
             raise
         finally:
             del self._in_flight[job.id, job.token]
