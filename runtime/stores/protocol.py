@@ -12,6 +12,7 @@ Job states: ``waiting`` (new, snoozed or released), ``running`` (claimed, under 
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -39,6 +40,7 @@ __all__ = [
     "failed_job",
     "queue_counts",
     "rescue_error",
+    "rescue_spread",
     "routed_jobs",
 ]
 
@@ -240,6 +242,13 @@ def attempt_holder(job_id: int, token: int) -> int:
     A key lease belongs to an attempt, never to a job: a retry of the job is another holder, so it
     cannot re-enter its stale attempt's slot, and the stale attempt cannot release the retry's."""
     return job_id * _CLAIM_SPAN + token % _CLAIM_SPAN
+
+
+def rescue_spread(lease_seconds: float, rng: random.Random | None = None) -> float:
+    """Seconds from the rescue until a rescued job is due: random within one lease, per job, so the
+    jobs a lost worker ran together (one of which may be what killed it) are not claimed together
+    again. The SQL stores draw the same in their ``rescue.sql``."""
+    return lease_seconds * (rng or random).random()
 
 
 def rescue_error(worker_id: str | None, attempt: int) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from corral.runtime import JobContext, Queue
 from corral.runtime.executor import CANCEL_ESCALATION
+from corral.runtime.stores.protocol import NewJob
 from runtime_helpers import Backend, make_runtime
 
 
@@ -245,3 +246,35 @@ def test_a_blocking_call_in_async_code_is_named_and_failed_past_its_timeout(
     assert status.state == "failed" and "past its timeout of 0.5s" in (status.error or "")
     held = [record.getMessage() for record in caplog.records if "event loop held for over" in record.getMessage()]
     assert held and "corral:run:async.blocks:" in held[0] and "time.sleep(1.2)" in held[0]
+
+
+def test_jobs_rescued_together_are_due_apart(db: Backend) -> None:
+    queue = Queue("q", max_workers=8, timeout=5)
+
+    @queue.job("any")
+    async def any_job(ctx: JobContext) -> None: ...
+
+    runtime = make_runtime(db, [queue])
+
+    async def main() -> None:
+        store = runtime.store
+        await store.open()
+        try:
+            ids = await store.enqueue([_lost_job() for _ in range(6)])
+            assert len(await store.claim("q", 6, "crashed-worker")) == 6
+            await asyncio.sleep(0.5)
+            assert await store.rescue_expired() == 6
+            assert {state.state for state in (await store.job_states(ids)).values()} == {"retrying"}
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+    # one lost worker, six jobs: each is due at its own moment, so the batch does not re-form
+    due = [row["run_at"] for row in db.rows("SELECT run_at FROM corral_jobs")]
+    assert len(set(due)) == 6
+
+
+def _lost_job() -> NewJob:
+    return NewJob(
+        queue="q", kind="any", args_json="{}", key=None, run_at=time.time(), max_attempts=5, lease_seconds=0.3
+    )

@@ -260,6 +260,7 @@ def test_rescue_makes_expired_leases_retryable_or_failed(make_store: StoreFactor
         await store.fail(retried, claimed[retried].token, error="late", traceback=None, retry_at=None)
         await store.release(retried, claimed[retried].token)
         assert await state_of(store, retried) == "retrying"
+        await asyncio.sleep(PAST_SHORT)  # a rescued job is due within one lease (rescue_spread)
         (again,) = await store.claim("q", 10, "w2")
         assert (again.id, again.attempt) == (retried, 2)
 
@@ -274,6 +275,7 @@ def test_a_late_result_of_a_rescued_job_counts_until_it_is_claimed_again(make_st
         assert await store.rescue_expired() == 2
         await store.complete([Completion(late, claimed[late].token, json.dumps(1))])
         assert await state_of(store, late) == "done"
+        await asyncio.sleep(PAST_SHORT)  # a rescued job is due within one lease (rescue_spread)
         (again,) = await store.claim("q", 10, "w2")
         assert again.id == reclaimed
         await store.complete([Completion(reclaimed, claimed[reclaimed].token, json.dumps("stale"))])

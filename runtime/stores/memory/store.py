@@ -39,6 +39,7 @@ from corral.runtime.stores.protocol import (
     attempt_holder,
     queue_counts,
     rescue_error,
+    rescue_spread,
     routed_jobs,
 )
 
@@ -269,7 +270,7 @@ class MemoryStore:
             final = job.attempt >= job.max_attempts
             job.state = FAILED if final else RETRYING
             job.finished_at = now if final else None
-            job.run_at = now
+            job.run_at = now + rescue_spread(job.lease_seconds)
             job.last_error = rescue_error(job.worker_id, job.attempt)
             job.last_traceback = None
             self._unlease(job)
