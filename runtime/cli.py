@@ -15,7 +15,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 from corral.runtime.errors import CorralRuntimeError
 from corral.runtime.runtime import Runtime
@@ -60,6 +61,27 @@ async def _work(runtime: Runtime, queues: list[str] | None, grace: float | None)
         await runtime.stop(grace)
 
 
+# Seconds the worker's loop gives tasks left after stop() (stuck jobs) to end once cancelled.
+LEFTOVER_WAIT = 1.0
+
+
+def _run_worker(work: Coroutine[Any, Any, None]) -> None:
+    """Like ``asyncio.run``, but never waits for a task that ignores its cancellation: ``stop()`` has
+    released what such a job held and logged it, and the process exits at its grace as promised
+    (``asyncio.run`` would wait for the task forever)."""
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(work)
+    finally:
+        leftover = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in leftover:
+            task.cancel()
+        if leftover:
+            loop.run_until_complete(asyncio.wait(leftover, timeout=LEFTOVER_WAIT))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
 def worker_main(argv: list[str]) -> int:
     """``corral worker MODULE:RUNTIME [--queues a,b] [--grace S]``: run a worker until SIGTERM/SIGINT."""
     parser = argparse.ArgumentParser(prog="corral worker", description="Run a corral job worker process.")
@@ -75,7 +97,7 @@ def worker_main(argv: list[str]) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         runtime = load_runtime(args.target)
-        asyncio.run(_work(runtime, _split_queues(args.queues), args.grace))
+        _run_worker(_work(runtime, _split_queues(args.queues), args.grace))
     except CorralRuntimeError as exc:
         print(f"corral worker: {exc}", file=sys.stderr)
         return 2

@@ -15,7 +15,7 @@ import logging
 from corral.runtime.errors import StoreUnavailable
 from corral.runtime.payloads import MAX_ERROR_CHARS, UnstorableJson, storable_text
 from corral.runtime.stats import RuntimeStats
-from corral.runtime.stores.protocol import DONE, FAILED, Completion, Store
+from corral.runtime.stores.protocol import Completion, Store
 from corral.runtime.waiters import Waiters
 
 __all__ = ["Completer"]
@@ -80,7 +80,7 @@ class Completer:
                     stored = await self._complete_one_by_one(batch)
             self._stats.completed += len(stored)
             for done in stored:
-                self._waiters.resolve(done.job_id, DONE, done.result_json, None)
+                self._waiters.settled(done.job_id)
 
     async def _complete_one_by_one(self, batch: list[Completion]) -> list[Completion]:
         """Record each completion of a batch the store refused alone; return those stored. An outage
@@ -119,4 +119,4 @@ class Completer:
         except Exception:
             log.exception("job %s: recording its unstorable result as a failure failed", completion.job_id)
             return
-        self._waiters.resolve(completion.job_id, FAILED, None, error)
+        self._waiters.settled(completion.job_id)

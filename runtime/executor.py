@@ -1,10 +1,13 @@
-"""The job executor: runs one claimed job from its key lease to its settlement.
+"""The job executor: runs one attempt of a claimed job from its key lease to its settlement.
 
-Owns what happens to a job between its claim and its record: taking and releasing the per-key
-lease (snoozing the job when the key is busy), calling the job's function under its hard timeout
-(async: cancelled; sync: its own thread, whose slot stays taken until it returns), turning every
-exception into a failed attempt with a retry time (:func:`retry_delay`), handing results to the
-completer, and releasing a job the hard stop interrupted. Claiming is the producer's business.
+Owns what happens to an attempt between its claim and its record, all of it scoped to the attempt
+(the job's id and claim token), never to the job id alone: taking and releasing the per-key lease
+under the attempt's holder (snoozing the job when the key is busy), running the job's code under its
+hard timeout (async: its own task, cancelled at the timeout and recorded stuck when it ignores the
+cancellation; sync: its own thread), renewing the attempt's job and key leases for as long as that
+code really runs, so the attempt keeps its slot until then, turning every exception and every run
+past its timeout into a failed attempt with a retry time (:func:`retry_delay`), handing results to
+the completer, and releasing a job the hard stop interrupted. Claiming is the producer's business.
 """
 
 from __future__ import annotations
@@ -13,28 +16,36 @@ import asyncio
 import functools
 import json
 import logging
+import math
 import random
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from corral.runtime.completer import Completer
 from corral.runtime.config import RuntimeConfig
 from corral.runtime.declarations import JobContext, JobKind, KindTable, Queue
-from corral.runtime.infra import run_in_thread
+from corral.runtime.infra import run_in_thread, spawn
 from corral.runtime.lifecycle import Lifecycle
 from corral.runtime.payloads import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, UnstorableJson, encode_json, storable_text
 from corral.runtime.stats import RuntimeStats
-from corral.runtime.stores.protocol import FAILED, ClaimedJob, Completion, Store
+from corral.runtime.stores.protocol import ClaimedJob, Completion, Store, attempt_holder
 from corral.runtime.waiters import Waiters
 
 if TYPE_CHECKING:
     from corral.runtime.runtime import Runtime
 
-__all__ = ["JobExecutor", "retry_delay"]
+__all__ = ["CANCEL_ESCALATION", "JobExecutor", "retry_delay"]
 
 log = logging.getLogger("corral.runtime")
+
+# Seconds an async job cancelled at its timeout may take to end before its attempt is recorded as
+# failed and stuck: long enough for cleanup in ``finally`` blocks, short enough that a job that
+# swallows its cancellation is reported while its timeout is still news.
+CANCEL_ESCALATION = 2.0
 
 
 def retry_delay(attempt: int, *, base: float, cap: float, rng: random.Random | None = None) -> float:
@@ -56,13 +67,17 @@ class _JobRaisedBaseException(Exception):
         self.inner = inner
 
 
-async def _contain(coro: Any) -> Any:
+async def _contain(coro: Any, ended: list[float]) -> Any:
+    """Await the job's coroutine; note when it ended (measured inside its task, so a loop held by
+    another job afterwards does not count against it)."""
     try:
         return await coro
-    except (Exception, asyncio.CancelledError):
+    except (Exception, asyncio.CancelledError, GeneratorExit):  # GeneratorExit: closed unfinished at exit
         raise
     except BaseException as exc:
         raise _JobRaisedBaseException(exc) from exc
+    finally:
+        ended.append(time.monotonic())
 
 
 def _describe_error(exc: BaseException) -> tuple[str, str]:
@@ -76,8 +91,17 @@ def _describe_error(exc: BaseException) -> tuple[str, str]:
     return text, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
+@dataclass(frozen=True)
+class _Attempt:
+    """One attempt this process runs: the claim, its kind, and the key slot it holds (if any)."""
+
+    job: ClaimedJob
+    kind: JobKind
+    key: tuple[str, str] | None
+
+
 class JobExecutor:
-    """Runs claimed jobs of this runtime's kinds; one :meth:`execute` call per claimed job.
+    """Runs claimed jobs of this runtime's kinds; one :meth:`execute` call per claimed attempt.
 
     ``runtime`` is handed to each job's :class:`JobContext` (for ``ctx.enqueue``/``ctx.publish``).
     ``wake_later(queue, seconds)`` asks the queue's claim loop to look again once a retry or a
@@ -105,6 +129,34 @@ class JobExecutor:
         self._completer = completer
         self._waiters = waiters
         self._wake_later = wake_later
+        self._in_flight: dict[tuple[int, int], _Attempt] = {}
+        self._jobs_in_flight: Counter[int] = Counter()  # attempts per job id, from claim to the end of their code
+        self._stuck: set[tuple[int, int]] = set()
+        self._abandoned: list[tuple[ClaimedJob, asyncio.Future[Any]]] = []
+
+    def stuck(self) -> list[ClaimedJob]:
+        """Attempts recorded failed at their timeout whose code still runs here (each keeps its slot)."""
+        return [self._in_flight[attempt].job for attempt in self._stuck if attempt in self._in_flight]
+
+    def abandoned(self) -> list[ClaimedJob]:
+        """Attempts the hard stop let go of whose code still runs (a thread, or a task that ignores
+        its cancellation): they die with the process."""
+        return [job for job, work in self._abandoned if not work.done()]
+
+    async def renew_in_flight(self) -> None:
+        """Extend the leases of every attempt this process runs now (the rescuer calls it before each
+        pass, so it never rescues a job this process still runs, even after the loop was held)."""
+        for attempt in list(self._in_flight.values()):
+            await self._renew(attempt)
+
+    async def _renew(self, attempt: _Attempt) -> None:
+        job = attempt.job
+        try:
+            await self._store.renew(job.id, job.token, seconds=attempt.kind.lease_seconds, key=attempt.key)
+        except Exception:
+            log.warning(
+                "job %s attempt %d: renewing its lease failed; retrying at the next renewal", job.id, job.attempt
+            )
 
     async def execute(self, queue: Queue, job: ClaimedJob) -> None:
         """Run ``job`` (claimed from ``queue``) and settle it; never raises but for the hard stop."""
@@ -112,20 +164,38 @@ class JobExecutor:
         if kind is None:
             await self._settle_failure(job, f"job kind {job.kind!r} is not declared in this process", None)
             return
-        leased_key: str | None = None
+        if self._jobs_in_flight[job.id]:
+            # an earlier attempt of this job still runs here (stuck past its timeout): the retry waits
+            # for it, without spending an attempt, instead of running beside it
+            await self._snooze(queue, job)
+            return
+        self._jobs_in_flight[job.id] += 1
         try:
-            if queue.per_key is not None and job.key is not None:
-                acquired = await self._store.acquire_key_lease(
-                    queue.name, job.key, holder=job.id, limit=queue.per_key, seconds=kind.lease_seconds
+            await self._execute(queue, job, kind)
+        finally:
+            self._jobs_in_flight[job.id] -= 1
+            if not self._jobs_in_flight[job.id]:
+                del self._jobs_in_flight[job.id]
+
+    async def _snooze(self, queue: Queue, job: ClaimedJob) -> None:
+        snooze = self._config.key_busy_snooze
+        await self._store.snooze(job.id, job.token, seconds=snooze)
+        self._stats.snoozed += 1
+        self._wake_later(queue.name, snooze)
+
+    async def _execute(self, queue: Queue, job: ClaimedJob, kind: JobKind) -> None:
+        holder = attempt_holder(job.id, job.token)
+        key = (queue.name, job.key) if queue.per_key is not None and job.key is not None else None
+        leased = False
+        try:
+            if key is not None:
+                leased = await self._store.acquire_key_lease(
+                    queue.name, key[1], holder=holder, limit=queue.per_key or 1, seconds=kind.lease_seconds
                 )
-                if not acquired:
-                    snooze = self._config.key_busy_snooze
-                    await self._store.snooze(job.id, job.token, seconds=snooze)
-                    self._stats.snoozed += 1
-                    self._wake_later(queue.name, snooze)
+                if not leased:
+                    await self._snooze(queue, job)
                     return
-                leased_key = job.key
-            await self._run(kind, job)
+            await self._run(_Attempt(job=job, kind=kind, key=key))
         except asyncio.CancelledError:
             if not self._lifecycle.hard_stopping:
                 raise
@@ -141,13 +211,14 @@ class JobExecutor:
                 "job %s (%s): settling failed; its lease will expire and it will be rescued", job.id, job.kind
             )
         finally:
-            if leased_key is not None:
+            if leased and key is not None:
                 try:
-                    await self._store.release_key_lease(queue.name, leased_key, holder=job.id)
+                    await self._store.release_key_lease(queue.name, key[1], holder=holder)
                 except (Exception, asyncio.CancelledError):
                     log.warning("job %s: key lease not released; it expires on its own", job.id)
 
-    async def _run(self, kind: JobKind, job: ClaimedJob) -> None:
+    async def _run(self, attempt: _Attempt) -> None:
+        job, kind = attempt.job, attempt.kind
         ctx = JobContext(
             runtime=self._runtime,
             job_id=job.id,
@@ -158,49 +229,102 @@ class JobExecutor:
             key=job.key,
         )
         started = time.monotonic()
+        ended: list[float] = []
+        work: asyncio.Future[Any]
         try:
             args = json.loads(job.args_json)
             if kind.is_async:
-                result = await asyncio.wait_for(_contain(kind.fn(ctx, **args)), kind.timeout)
+                work = spawn(_contain(kind.fn(ctx, **args), ended), name=f"corral:run:{job.kind}:{job.id}")
             else:
-                thread_done = run_in_thread(
-                    functools.partial(kind.fn, ctx, **args), name=f"corral-job-{job.kind}-{job.id}"
-                )
-                try:
-                    result = await asyncio.wait_for(asyncio.shield(thread_done), kind.timeout)
-                except asyncio.TimeoutError:
-                    # Python cannot kill a thread: record the timeout now, keep the slot taken
-                    # until the thread really returns.
-                    ctx.request_stop()
-                    await self._settle_failure(
-                        job, f"TimeoutError: sync job exceeded its timeout of {kind.timeout:g}s", None
-                    )
-                    await asyncio.wait([thread_done])
-                    return
-                except asyncio.CancelledError:
-                    ctx.request_stop()
-                    raise
-        except asyncio.TimeoutError as exc:
-            if time.monotonic() - started >= kind.timeout * 0.999:
-                await self._settle_failure(job, f"TimeoutError: job exceeded its timeout of {kind.timeout:g}s", None)
-            else:
-                await self._settle_failure(job, *_describe_error(exc))
-            return
-        except asyncio.CancelledError as exc:
-            if self._lifecycle.hard_stopping:
-                raise
-            # the job cancelled itself (or something it awaited): a failure like any other
-            await self._settle_failure(job, *_describe_error(exc))
-            return
+                work = run_in_thread(functools.partial(kind.fn, ctx, **args), name=f"corral-job-{job.kind}-{job.id}")
         except BaseException as exc:
             await self._settle_failure(job, *_describe_error(exc))
             return
+        self._in_flight[job.id, job.token] = attempt
+        try:
+            await self._outcome(attempt, ctx, work, started, ended)
+        except asyncio.CancelledError:
+            # the hard stop: the attempt's code is asked to stop too; whatever ignores that is left
+            # behind with the process (stop() names it)
+            ctx.request_stop()
+            if kind.is_async:  # a thread's future stays pending until the thread really returns
+                work.cancel()
+            self._abandoned.append((job, work))
+            raise
+        finally:
+            del self._in_flight[job.id, job.token]
+            self._stuck.discard((job.id, job.token))
+
+    async def _outcome(
+        self, attempt: _Attempt, ctx: JobContext, work: asyncio.Future[Any], started: float, ended: list[float]
+    ) -> None:
+        """``ended``: when an async job's coroutine ended (sync jobs: their thread ends on its own)."""
+        job, kind = attempt.job, attempt.kind
+        if not await self._hold(attempt, work, until=started + kind.timeout):
+            await self._overran(attempt, ctx, work)
+            return
+        elapsed = (ended[0] if ended else started) - started
+        if elapsed > kind.timeout:
+            # it returned, but only after its timeout: it held the event loop (a blocking call)
+            await self._settle_failure(
+                job, f"TimeoutError: job ran {elapsed:.1f}s, past its timeout of {kind.timeout:g}s", None
+            )
+            return
+        if work.cancelled():  # the job cancelled itself (or something it awaited)
+            await self._settle_failure(job, "CancelledError", None)
+            return
+        exc = work.exception()
+        if exc is not None:
+            await self._settle_failure(job, *_describe_error(exc))
+            return
+        result = work.result()
         try:
             result_json = None if result is None else encode_json(result)
         except UnstorableJson as exc:
             await self._settle_failure(job, f"the result of job kind {job.kind!r} {exc}", None)
             return
         self._completer.submit(Completion(job_id=job.id, token=job.token, result_json=result_json))
+
+    async def _overran(self, attempt: _Attempt, ctx: JobContext, work: asyncio.Future[Any]) -> None:
+        """The attempt passed its timeout: stop it, record it failed, keep its slot until its code ends."""
+        job, kind = attempt.job, attempt.kind
+        ctx.request_stop()
+        if kind.is_async:
+            work.cancel()
+            ended = await self._hold(attempt, work, until=time.monotonic() + CANCEL_ESCALATION)
+            if not ended:
+                log.error(
+                    "job %s (%s) attempt %d is stuck: still running %gs after it was cancelled at its timeout "
+                    "of %gs; its slot and key stay taken until it ends",
+                    job.id,
+                    job.kind,
+                    job.attempt,
+                    CANCEL_ESCALATION,
+                    kind.timeout,
+                )
+                self._stuck.add((job.id, job.token))
+            error = f"TimeoutError: job exceeded its timeout of {kind.timeout:g}s"
+            if not ended:
+                error += f" and was still running {CANCEL_ESCALATION:g}s after its cancellation"
+        else:
+            # Python cannot kill a thread: record the timeout now, keep the slot until it returns
+            error = f"TimeoutError: sync job exceeded its timeout of {kind.timeout:g}s"
+            self._stuck.add((job.id, job.token))
+        await self._settle_failure(job, error, None)
+        await self._hold(attempt, work, until=math.inf)
+
+    async def _hold(self, attempt: _Attempt, work: asyncio.Future[Any], *, until: float) -> bool:
+        """Wait for the attempt's code until ``until`` (monotonic), renewing its leases meanwhile;
+        return whether it ended."""
+        renew_every = attempt.kind.lease_seconds / 3
+        while True:
+            remaining = until - time.monotonic()
+            if remaining <= 0:
+                return work.done()
+            done, _ = await asyncio.wait([work], timeout=min(remaining, renew_every))
+            if done:
+                return True
+            await self._renew(attempt)
 
     async def _settle_failure(self, job: ClaimedJob, error: str, trace: str | None) -> None:
         """Record a failed attempt: retrying after :func:`retry_delay`, or failed for good when it was the last."""
@@ -227,4 +351,4 @@ class JobExecutor:
         if retry_at is not None:
             self._wake_later(job.queue, retry_at - time.time())
         if final:
-            self._waiters.resolve(job.id, FAILED, None, error)
+            self._waiters.settled(job.id)

@@ -9,6 +9,7 @@ is handed over) is swallowed, and a loop that only relied on it would never end.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 
 from corral.runtime.errors import CorralRuntimeError
@@ -82,6 +83,17 @@ class Lifecycle:
     def plumbing(self) -> bool:
         """The notifier, rescuer and periodic loops run (until running jobs are settled)."""
         return self._state in _PLUMBING
+
+    async def pause_plumbing(self, seconds: float) -> None:
+        """Sleep up to ``seconds`` while the plumbing loops run, waking at least once a second to look.
+
+        A maintenance loop's stop is its cancellation, and a driver may swallow a cancellation that races
+        its own result (psycopg_pool before Python 3.12): a loop asleep for its whole interval (the
+        pruner's ten minutes) would then hold ``stop()`` that long. Looking every second bounds it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while self.plumbing and (left := deadline - loop.time()) > 0:
+            await asyncio.sleep(min(left, 1.0))
 
     @property
     def hard_stopping(self) -> bool:

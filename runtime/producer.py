@@ -1,10 +1,12 @@
 """The producers: one claim loop per queue this process works, and how the other services wake them.
 
-Owns each queue's worker limit (never more claimed jobs in flight than ``max_workers``), its
-adaptive polling, and the job tasks it starts (one per claimed job, run by the
-:class:`~corral.runtime.executor.JobExecutor`). :class:`Producers` is the set of them by queue
-name: the one thing the relay, the rescuer, the periodic scheduler, the executor and ``enqueue``
-know about the claim loops is that they can wake one.
+Owns each queue's worker limit (never more attempts in flight than ``max_workers``), its
+adaptive polling, and the tasks it starts (one per claimed attempt, run by the
+:class:`~corral.runtime.executor.JobExecutor`). A slot belongs to an attempt (the job's id and claim
+token), never to a job id: a retry of a job whose earlier attempt still runs here takes a slot of
+its own, and the earlier attempt's slot is freed only when its task has really ended.
+:class:`Producers` is the set of them by queue name: the one thing the relay, the rescuer, the
+periodic scheduler, the executor and ``enqueue`` know about the claim loops is that they can wake one.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class Producer:
         self._worker_id = worker_id
         self._hot_poll = queue.poll if pushed else config.hot_poll
         self._wake = asyncio.Event()
-        self._running: dict[int, asyncio.Task[None]] = {}
+        self._running: dict[tuple[int, int], asyncio.Task[None]] = {}  # (job id, claim token) -> task
         self._past_filled_keys = _LookPastFilledKeys(first_wait=config.hot_poll, longest_wait=queue.poll)
 
     def wake(self) -> None:
@@ -60,7 +62,7 @@ class Producer:
         self._wake.set()
 
     def running_jobs(self) -> list[asyncio.Task[None]]:
-        """The tasks of the jobs this queue runs now."""
+        """The tasks of the attempts this queue runs now (each one a slot taken)."""
         return list(self._running.values())
 
     async def run(self) -> None:
@@ -80,8 +82,8 @@ class Producer:
                     log.exception("queue %s: claim failed; retrying after the poll interval", queue.name)
                 for job in claimed:
                     task = spawn(self._executor.execute(queue, job), name=f"corral:job:{job.kind}:{job.id}")
-                    self._running[job.id] = task
-                    task.add_done_callback(functools.partial(self._job_done, job.id))
+                    self._running[job.id, job.token] = task
+                    task.add_done_callback(functools.partial(self._attempt_done, (job.id, job.token)))
                 if queue.per_key is not None:
                     self._past_filled_keys.claimed(bool(claimed))
                 if claimed:
@@ -94,8 +96,8 @@ class Producer:
             if not await wait_event(self._wake, wait) and free > 0:
                 idle_wait = min(idle_wait * 2, queue.poll)
 
-    def _job_done(self, job_id: int, _task: asyncio.Task[None]) -> None:
-        self._running.pop(job_id, None)
+    def _attempt_done(self, attempt: tuple[int, int], _task: asyncio.Task[None]) -> None:
+        del self._running[attempt]
         self._wake.set()  # a slot is free
 
 

@@ -36,7 +36,7 @@ from corral.runtime.errors import (
     UnknownJobKind,
 )
 from corral.runtime.executor import JobExecutor
-from corral.runtime.infra import cancel_detached, spawn
+from corral.runtime.infra import LoopWatchdog, cancel_detached, spawn
 from corral.runtime.lifecycle import Lifecycle, State
 from corral.runtime.maintenance import PeriodicScheduler, Pruner, Relay, Rescuer
 from corral.runtime.names import check_name
@@ -56,6 +56,8 @@ T = TypeVar("T")
 MAX_KEY_LENGTH = 255
 # How long stop() waits for jobs it cancelled (hard stop) to release themselves before moving on.
 HARD_STOP_WAIT = 10.0
+# Seconds the event loop may be held (a blocking call in async code) before the watchdog warns.
+LOOP_STALL_WARNING = 0.5
 
 
 def _encode(what: str, kind: JobKind, args: Mapping[str, Any]) -> str:
@@ -171,6 +173,7 @@ class Runtime:
             lifecycle=self._lifecycle,
             stats=self.stats,
             wake_all=self._producers.wake_all,
+            renew_in_flight=self._executor.renew_in_flight,
         )
         self._pruner = Pruner(store=self.store, config=config, lifecycle=self._lifecycle)
         self._periodic = PeriodicScheduler(
@@ -181,6 +184,7 @@ class Runtime:
         self._claim_loops: list[asyncio.Task[None]] = []
         self._plumbing: list[asyncio.Task[None]] = []
         self._completer_task: asyncio.Task[None] | None = None
+        self._watchdog = LoopWatchdog(threshold=LOOP_STALL_WARNING)
 
     # -- declarations ---------------------------------------------------------------------------
 
@@ -240,6 +244,7 @@ class Runtime:
             self._lifecycle.enter(State.CREATED)  # nothing runs yet: start() may be called again
             raise
         self._lifecycle.enter(State.RUNNING)
+        self._watchdog.start()
         self._completer_task = spawn(self._completer.run(), name="corral:completer")
         self._plumbing.append(spawn(self._waiters.run(), name="corral:notifier"))
         self._plumbing.append(spawn(self._rescuer.run(), name="corral:rescuer"))
@@ -285,6 +290,14 @@ class Runtime:
                 for task in pending:
                     task.cancel()
                 await asyncio.wait(pending, timeout=HARD_STOP_WAIT)
+        for job in self._executor.abandoned():
+            # Python cannot kill a thread, nor a task that ignores its cancellation: say what is left
+            log.error(
+                "stopping with job %s (%s) attempt %d still running; it dies with the process",
+                job.id,
+                job.kind,
+                job.attempt,
+            )
         # 5. plumbing: flush completions, then the rest
         self._lifecycle.enter(State.CLOSING)
         await self._cancel_all(self._plumbing)
@@ -294,6 +307,7 @@ class Runtime:
             await asyncio.gather(self._completer_task, return_exceptions=True)
         self._waiters.answer_unknown()
         await self.store.close()
+        await self._watchdog.stop()
         self._lifecycle.enter(State.STOPPED)
         log.info("corral runtime %s stopped", self.worker_id)
 

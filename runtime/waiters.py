@@ -2,8 +2,10 @@
 
 Owns who waits on which job, which queue recent jobs belong to, the notifier loop (one store
 query per tick for every waited job, or per pushed completion notice), and resolving waiters
-when a job of this process settles. Settling jobs is not its business: the executor and the
-completer tell it through :meth:`Waiters.resolve`.
+when a job of this process settles. A waiter is answered only from the outcome the store accepted
+(a state read back from it), never from what this process tried to record: a stale attempt's
+result that the store refused is never reported as done. Settling jobs is not its business: the
+executor and the completer tell it through :meth:`Waiters.settled`.
 """
 
 from __future__ import annotations
@@ -112,8 +114,13 @@ class Waiters:
         result = json.loads(result_json) if result_json is not None else None
         return JobStatus(job_id=job_id, state=state, waited=True, result=result, error=error)
 
-    def resolve(self, job_id: int, state: str, result_json: str | None, error: str | None) -> None:
-        """A job finished (``done`` or ``failed``): answer whoever waits on it."""
+    def settled(self, job_id: int) -> None:
+        """This process recorded an outcome of ``job_id``: read what the store accepted now, if anybody waits."""
+        if job_id in self._waiters:
+            self._wake.set()
+
+    def _resolve(self, job_id: int, state: str, result_json: str | None, error: str | None) -> None:
+        """The store holds a final state (``done`` or ``failed``) of a job: answer whoever waits on it."""
         waiter = self._waiters.get(job_id)
         if waiter is None:
             return
@@ -154,8 +161,6 @@ class Waiters:
                 states = {}
             for job_id, state in states.items():
                 if state.state in (DONE, FAILED):
-                    self.resolve(job_id, state.state, state.result_json, state.error)
-            if self._pushed:
-                await wait_event(self._wake, self._config.notify_fallback)
-            else:
-                await asyncio.sleep(self._config.notify_interval)
+                    self._resolve(job_id, state.state, state.result_json, state.error)
+            # a local settlement wakes the notifier at once, pushed or polling
+            await wait_event(self._wake, self._config.notify_fallback if self._pushed else self._config.notify_interval)

@@ -7,5 +7,6 @@ function whose name says who owns it and how it ends.
 
 from corral.runtime.infra.tasks import cancel_detached, detach, spawn, wait_event
 from corral.runtime.infra.threads import StoreThread, run_in_thread
+from corral.runtime.infra.watchdog import LoopWatchdog
 
-__all__ = ["StoreThread", "cancel_detached", "detach", "run_in_thread", "spawn", "wait_event"]
+__all__ = ["LoopWatchdog", "StoreThread", "cancel_detached", "detach", "run_in_thread", "spawn", "wait_event"]

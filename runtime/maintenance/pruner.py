@@ -7,7 +7,6 @@ nothing about how often old jobs should go, and a slow prune must not delay a re
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from corral.runtime.config import RuntimeConfig
@@ -41,4 +40,4 @@ class Pruner:
             else:
                 if pruned:
                     log.info("pruned %d done job(s) older than %gs", pruned, self._config.keep_done)
-            await asyncio.sleep(self._config.prune_interval)
+            await self._lifecycle.pause_plumbing(self._config.prune_interval)

@@ -1,14 +1,15 @@
 """The rescuer: running jobs whose lease expired (their worker died) become retryable again.
 
 Owns the rescue pass and the loop every process runs (no leader: the store makes each rescue
-happen once). Pruning old jobs has its own loop (:mod:`corral.runtime.maintenance.pruner`).
+happen once). Each pass first renews the leases of the attempts this process still runs, so it
+never rescues its own live work, even when the event loop was held past their leases. Pruning old
+jobs has its own loop (:mod:`corral.runtime.maintenance.pruner`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from corral.runtime.config import RuntimeConfig
 from corral.runtime.lifecycle import Lifecycle
@@ -22,7 +23,8 @@ log = logging.getLogger("corral.runtime")
 
 class Rescuer:
     """Rescues expired leases every ``config.rescue_interval`` seconds; ``wake_all()`` wakes every
-    queue this process works, so rescued jobs run without waiting for a poll."""
+    queue this process works, so rescued jobs run without waiting for a poll; ``renew_in_flight()``
+    extends the leases of every attempt this process runs (before each pass)."""
 
     def __init__(
         self,
@@ -32,15 +34,18 @@ class Rescuer:
         lifecycle: Lifecycle,
         stats: RuntimeStats,
         wake_all: Callable[[], None],
+        renew_in_flight: Callable[[], Awaitable[None]],
     ) -> None:
         self._store = store
         self._config = config
         self._lifecycle = lifecycle
         self._stats = stats
         self._wake_all = wake_all
+        self._renew_in_flight = renew_in_flight
 
     async def run_once(self) -> int:
         """One rescue pass; return how many jobs were rescued. Store errors propagate to the caller."""
+        await self._renew_in_flight()
         rescued = await self._store.rescue_expired()
         if rescued:
             self._stats.rescued += rescued
@@ -55,4 +60,4 @@ class Rescuer:
                 await self.run_once()
             except Exception:
                 log.exception("rescuer pass failed")
-            await asyncio.sleep(self._config.rescue_interval)
+            await self._lifecycle.pause_plumbing(self._config.rescue_interval)

@@ -12,6 +12,7 @@ Job states: ``waiting`` (new, snoozed or released), ``running`` (claimed, under 
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -34,10 +35,12 @@ __all__ = [
     "Route",
     "RoutedJob",
     "Store",
+    "attempt_holder",
     "claimed_job",
     "failed_job",
     "queue_counts",
     "rescue_error",
+    "rescue_spread",
     "routed_jobs",
 ]
 
@@ -199,11 +202,18 @@ class Store(Protocol):
         """Make running jobs whose lease expired retryable (or failed when out of attempts)."""
 
     async def acquire_key_lease(self, queue: str, key: str, *, holder: int, limit: int, seconds: float) -> bool:
-        """Take one of ``limit`` lease slots of ``key`` for ``seconds``; False when all are held."""
+        """Take one of ``limit`` lease slots of ``key`` for ``seconds``; False when all are held.
+        ``holder`` is the attempt's :func:`attempt_holder`: a slot it already holds is renewed."""
 
     async def release_key_lease(self, queue: str, key: str, *, holder: int) -> None:
         """Free ``holder``'s slots of ``key`` and wake the queue's claimers (this runtime's at once,
         other processes' by the store's notice when it pushes them)."""
+
+    async def renew(self, job_id: int, token: int, *, seconds: float, key: tuple[str, str] | None) -> bool:
+        """The attempt ``token`` of ``job_id`` still runs in this process: extend its job lease to
+        ``seconds`` from now while it is still running under that claim, and the slot of ``key``
+        (``(queue, key)``) its :func:`attempt_holder` holds, even once the attempt is recorded (its
+        code has not ended). Return whether the job lease was extended."""
 
     async def publish(self, topic: str, payload_json: str, *, conn: Any = None) -> int:
         """Write an outbox row; return its id. ``conn`` as for :meth:`enqueue`."""
@@ -225,6 +235,25 @@ class Store(Protocol):
 
 
 # -- shared by the stores ----------------------------------------------------------------------------
+
+
+# Claims of one job (its ``token``) counted below this span make distinct holders; beyond 2**24
+# claims of one job the numbers repeat, which only a job snoozed for months could reach.
+CLAIM_SPAN = 1 << 24
+
+
+def attempt_holder(job_id: int, token: int) -> int:
+    """The key-lease holder of one attempt: the job's id and its claim token in one (64-bit) number.
+    A key lease belongs to an attempt, never to a job: a retry of the job is another holder, so it
+    cannot re-enter its stale attempt's slot, and the stale attempt cannot release the retry's."""
+    return job_id * CLAIM_SPAN + token % CLAIM_SPAN
+
+
+def rescue_spread(lease_seconds: float, rng: random.Random | None = None) -> float:
+    """Seconds from the rescue until a rescued job is due: random within one lease, per job, so the
+    jobs a lost worker ran together (one of which may be what killed it) are not claimed together
+    again. The SQL stores draw the same in their ``rescue.sql``."""
+    return lease_seconds * (rng or random).random()
 
 
 def rescue_error(worker_id: str | None, attempt: int) -> str:

@@ -19,7 +19,7 @@ from corral.runtime.config import RuntimeConfig
 from corral.runtime.lifecycle import Lifecycle, State
 from corral.runtime.maintenance import PeriodicScheduler, Pruner, Relay, Rescuer
 from corral.runtime.stats import RuntimeStats
-from corral.runtime.stores.protocol import Completion, NewJob, Store
+from corral.runtime.stores.protocol import DONE, RUNNING, Completion, JobState, NewJob, Store
 from corral.runtime.waiters import Waiters
 from runtime_helpers import Backend
 
@@ -143,31 +143,63 @@ def test_a_runtime_starts_once_and_stops_once(tmp_path: Path) -> None:
 
 
 class _CompletionsStore:
-    """Only what the completer calls: records each batch it is given."""
+    """Only what the completer and the notifier call: records each batch it is given, and accepts
+    the completions of the claims listed in ``current`` (job id -> token), as a store settles only
+    the claim it holds."""
 
-    def __init__(self) -> None:
+    def __init__(self, current: dict[int, int] | None = None) -> None:
         self.batches: list[list[int]] = []
+        self.current = current
+        self.done: dict[int, str | None] = {}
 
     async def complete(self, completions: list[Completion]) -> None:
         self.batches.append([done.job_id for done in completions])
+        for done in completions:
+            if self.current is None or self.current.get(done.job_id) == done.token:
+                self.done[done.job_id] = done.result_json
+
+    async def job_states(self, job_ids: list[int]) -> dict[int, JobState]:
+        states = {
+            job_id: JobState(id=job_id, queue="q", state=RUNNING, result_json=None, error=None) for job_id in job_ids
+        }
+        for job_id in set(job_ids) & set(self.done):
+            states[job_id] = JobState(id=job_id, queue="q", state=DONE, result_json=self.done[job_id], error=None)
+        return states
+
+
+def _complete_and_wait(
+    store: _CompletionsStore, job_id: int, completions: list[Completion], stats: RuntimeStats
+) -> JobStatus:
+    """Submit ``completions``, run the completer and the notifier, and wait (up to 0.5 s) on ``job_id``."""
+    waiters = Waiters(store=store, config=RuntimeConfig(queues=[]), lifecycle=_running(), pushed=False)  # type: ignore[arg-type]
+    completer = Completer(store=store, stats=stats, waiters=waiters)  # type: ignore[arg-type]
+    waiters.remember(job_id, "q")
+
+    async def main() -> JobStatus:
+        notifier = asyncio.ensure_future(waiters.run())
+        for completion in completions:
+            completer.submit(completion)
+        completer.finish()  # run() stores what is queued, then returns
+        status, _ = await asyncio.gather(waiters.wait(job_id, timeout=0.5), completer.run())
+        notifier.cancel()
+        await asyncio.gather(notifier, return_exceptions=True)
+        return status
+
+    return asyncio.run(main())
 
 
 def test_completer_stores_what_waits_in_one_batch_then_answers_the_waiters() -> None:
     store = _CompletionsStore()
+    completions = [Completion(job_id=job_id, token=1, result_json=str(job_id * 10)) for job_id in (1, 2, 3)]
     stats = RuntimeStats()
-    waiters = Waiters(store=store, config=RuntimeConfig(queues=[]), lifecycle=_running(), pushed=False)  # type: ignore[arg-type]
-    completer = Completer(store=store, stats=stats, waiters=waiters)  # type: ignore[arg-type]
-    waiters.remember(2, "q")
-
-    async def main() -> JobStatus:
-        for job_id in (1, 2, 3):
-            completer.submit(Completion(job_id=job_id, token=1, result_json=str(job_id * 10)))
-        completer.finish()  # run() stores what is queued, then returns
-        status, _ = await asyncio.gather(waiters.wait(2, timeout=5), completer.run())
-        return status
-
-    assert asyncio.run(main()) == JobStatus(job_id=2, state="done", waited=True, result=20)
+    assert _complete_and_wait(store, 2, completions, stats) == JobStatus(job_id=2, state="done", waited=True, result=20)
     assert store.batches == [[1, 2, 3]] and stats.completed == 3
+
+
+def test_a_waiter_is_answered_from_what_the_store_accepted_never_from_a_refused_completion() -> None:
+    store = _CompletionsStore(current={2: 2})  # job 2 was claimed again: token 1 is a stale attempt
+    status = _complete_and_wait(store, 2, [Completion(job_id=2, token=1, result_json="20")], RuntimeStats())
+    assert store.batches == [[2]] and status == JobStatus(job_id=2, state="pending", waited=True)
 
 
 def test_waiters_refuse_beyond_max_waiters_and_answer_unknown_at_stop() -> None:
@@ -225,6 +257,10 @@ def _running() -> Lifecycle:
     return lifecycle
 
 
+async def _nothing_in_flight() -> None:
+    """The rescuer's renewal of this process's attempts, for a rescuer tested alone: none run here."""
+
+
 def test_rescuer_pass_makes_an_expired_claim_retryable(db: Backend) -> None:
     queue = Queue("work", max_workers=1, timeout=5)
     config = RuntimeConfig(queues=[queue])
@@ -239,6 +275,7 @@ def test_rescuer_pass_makes_an_expired_claim_retryable(db: Backend) -> None:
             lifecycle=Lifecycle(),
             stats=stats,
             wake_all=lambda: woken.append("all"),
+            renew_in_flight=_nothing_in_flight,
         )
         job_ids.extend(await store.enqueue([_new_job("work", "k", lease_seconds=0.3)]))
         assert len(await store.claim("work", 1, "lost-worker")) == 1
@@ -355,6 +392,7 @@ def test_rescuer_loop_rescues_every_interval_and_never_prunes() -> None:
         lifecycle=lifecycle,
         stats=RuntimeStats(),
         wake_all=lambda: None,
+        renew_in_flight=_nothing_in_flight,
     )
     asyncio.run(asyncio.wait_for(rescuer.run(), 30))
     assert store.rescues == 250

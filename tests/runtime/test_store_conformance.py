@@ -28,6 +28,7 @@ from corral.runtime.stores.protocol import (
     RelayPass,
     Route,
     Store,
+    attempt_holder,
     rescue_error,
 )
 from corral.runtime.stores.sqlite import SqliteStore
@@ -259,6 +260,7 @@ def test_rescue_makes_expired_leases_retryable_or_failed(make_store: StoreFactor
         await store.fail(retried, claimed[retried].token, error="late", traceback=None, retry_at=None)
         await store.release(retried, claimed[retried].token)
         assert await state_of(store, retried) == "retrying"
+        await asyncio.sleep(PAST_SHORT)  # a rescued job is due within one lease (rescue_spread)
         (again,) = await store.claim("q", 10, "w2")
         assert (again.id, again.attempt) == (retried, 2)
 
@@ -273,6 +275,7 @@ def test_a_late_result_of_a_rescued_job_counts_until_it_is_claimed_again(make_st
         assert await store.rescue_expired() == 2
         await store.complete([Completion(late, claimed[late].token, json.dumps(1))])
         assert await state_of(store, late) == "done"
+        await asyncio.sleep(PAST_SHORT)  # a rescued job is due within one lease (rescue_spread)
         (again,) = await store.claim("q", 10, "w2")
         assert again.id == reclaimed
         await store.complete([Completion(reclaimed, claimed[reclaimed].token, json.dumps("stale"))])
@@ -282,6 +285,34 @@ def test_a_late_result_of_a_rescued_job_counts_until_it_is_claimed_again(make_st
 
 
 # -- key leases -----------------------------------------------------------------------------------
+
+
+def test_a_running_attempt_renews_its_lease_and_its_key_a_stale_one_neither(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        (job_id,) = await store.enqueue([new_job(key="ep", lease_seconds=SHORT)])
+        (first,) = await store.claim("q", 1, "w")
+        holder = attempt_holder(job_id, first.token)
+        assert await store.acquire_key_lease("q", "ep", holder=holder, limit=1, seconds=SHORT)
+        for _ in range(3):  # renewed, it outlives its lease several times over
+            await asyncio.sleep(SHORT / 2)
+            assert await store.renew(job_id, first.token, seconds=SHORT * 4, key=("q", "ep"))
+        assert await store.rescue_expired() == 0
+        assert not await store.acquire_key_lease("q", "ep", holder=attempt_holder(job_id, 99), limit=1, seconds=60)
+        # recorded failed while its code still runs: the job lease is gone, the key slot still renews
+        await store.fail(job_id, first.token, error="TimeoutError", traceback=None, retry_at=time.time())
+        assert not await store.renew(job_id, first.token, seconds=60, key=("q", "ep"))
+        (retry,) = await store.claim("q", 1, "w")
+        retry_holder = attempt_holder(job_id, retry.token)
+        assert retry_holder != holder
+        assert not await store.acquire_key_lease("q", "ep", holder=retry_holder, limit=1, seconds=60)  # no re-entry
+        assert not await store.renew(job_id, first.token, seconds=60, key=None)  # a stale claim renews nothing
+        await store.release_key_lease("q", "ep", holder=holder)
+        assert await store.acquire_key_lease("q", "ep", holder=retry_holder, limit=1, seconds=60)
+        await store.release_key_lease("q", "ep", holder=holder)  # the stale attempt cannot free the retry's slot
+        assert not await store.acquire_key_lease("q", "ep", holder=attempt_holder(job_id, 99), limit=1, seconds=60)
+        assert await store.renew(job_id, retry.token, seconds=60, key=("q", "ep"))
+
+    drive(make_store, scenario)
 
 
 def test_key_lease_slots_renewal_and_release_by_the_holder_only(make_store: StoreFactory) -> None:

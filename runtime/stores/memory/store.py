@@ -36,8 +36,10 @@ from corral.runtime.stores.protocol import (
     QueueCounts,
     RelayPass,
     Route,
+    attempt_holder,
     queue_counts,
     rescue_error,
+    rescue_spread,
     routed_jobs,
 )
 
@@ -203,7 +205,8 @@ class MemoryStore:
                     key_busy.append(entry)
                     continue
                 slot = free_slots[job.key].pop(0)
-                self._key_leases[queue, job.key, slot] = _KeyLease(holder=job.id, busy_until=now + job.lease_seconds)
+                holder = attempt_holder(job.id, job.claims + 1)  # the attempt this claim starts
+                self._key_leases[queue, job.key, slot] = _KeyLease(holder=holder, busy_until=now + job.lease_seconds)
             job.state = RUNNING
             job.attempt += 1
             job.claims += 1
@@ -295,7 +298,7 @@ class MemoryStore:
             final = job.attempt >= job.max_attempts
             job.state = FAILED if final else RETRYING
             job.finished_at = now if final else None
-            job.run_at = now
+            job.run_at = now + rescue_spread(job.lease_seconds)
             job.last_error = rescue_error(job.worker_id, job.attempt)
             job.last_traceback = None
             self._unlease(job)
@@ -328,6 +331,19 @@ class MemoryStore:
         if held:
             for on_jobs in self._on_jobs:
                 on_jobs(queue)
+
+    async def renew(self, job_id: int, token: int, *, seconds: float, key: tuple[str, str] | None) -> bool:
+        now = await self._begin()
+        if key is not None:
+            holder = attempt_holder(job_id, token)
+            for slot, lease in self._key_leases.items():
+                if slot[:2] == key and lease.holder == holder:
+                    lease.busy_until = now + seconds
+        job = self._held(job_id, token)
+        if job is None:
+            return False
+        job.lease_until = now + seconds
+        return True
 
     # -- events ---------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from corral.runtime.errors import ConfigError, StoreUnavailable
 from corral.runtime.infra import spawn, wait_event
 from corral.runtime.payloads import UnstorableJson
 from corral.runtime.stores.protocol import (
+    CLAIM_SPAN,
     ClaimedJob,
     Completion,
     FailedJob,
@@ -37,6 +38,7 @@ from corral.runtime.stores.protocol import (
     QueueCounts,
     RelayPass,
     Route,
+    attempt_holder,
     claimed_job,
     failed_job,
     queue_counts,
@@ -383,17 +385,24 @@ class PostgresStore:
                 await cur.execute(self._sql["claim"], (worker_id, queue, limit))
             else:
                 # Jobs of keys whose slots this claim fills are skipped too: look at a few more than ``limit``.
-                keyed = {"queue": queue, "per_key": per_key, "limit": limit, "scan": 2 * limit, "worker": worker_id}
+                keyed = {
+                    "queue": queue,
+                    "per_key": per_key,
+                    "limit": limit,
+                    "scan": 2 * limit,
+                    "worker": worker_id,
+                    "span": CLAIM_SPAN,
+                }
                 await cur.execute(self._sql["claim_keyed"], keyed)
             rows = await cur.fetchall()
         jobs = [claimed_job(queue, row) for row in rows]
         jobs.sort(key=lambda job: (job.run_at, job.id))
         if per_key is not None:
-            self._leased_by_claim.update(job.id for job in jobs if job.key is not None)
+            self._leased_by_claim.update(attempt_holder(job.id, job.token) for job in jobs if job.key is not None)
         return jobs
 
     async def complete(self, completions: Sequence[Completion]) -> None:
-        self._leased_by_claim.difference_update(c.job_id for c in completions)
+        self._leased_by_claim.difference_update(attempt_holder(c.job_id, c.token) for c in completions)
         try:
             async with self._cursor() as cur:
                 for start in range(0, len(completions), _IDS_PER_NOTICE):
@@ -411,7 +420,7 @@ class PostgresStore:
             raise UnstorableJson(f"was refused by the PostgreSQL store: {exc}") from exc
 
     async def fail(self, job_id: int, token: int, *, error: str, traceback: str | None, retry_at: float | None) -> None:
-        self._leased_by_claim.discard(job_id)
+        self._leased_by_claim.discard(attempt_holder(job_id, token))
         final = retry_at is None
         delay = 0.0 if retry_at is None else retry_at - self._clock()
         async with self._cursor() as cur:
@@ -431,7 +440,7 @@ class PostgresStore:
             )
 
     async def _unclaim(self, job_id: int, token: int, seconds: float) -> None:
-        self._leased_by_claim.discard(job_id)
+        self._leased_by_claim.discard(attempt_holder(job_id, token))
         async with self._cursor() as cur:
             await cur.execute(self._sql["unclaim"], (seconds, job_id, token, self.channel, seconds <= 0))
 
@@ -471,6 +480,14 @@ class PostgresStore:
         async with self._cursor() as cur:
             # The notice wakes every process's claim loop, this one's too (polling when poll_only).
             await cur.execute(self._sql["lease_release"], (queue, key, holder, self.channel))
+
+    async def renew(self, job_id: int, token: int, *, seconds: float, key: tuple[str, str] | None) -> bool:
+        async with self._transaction() as cur:
+            await cur.execute(self._sql["renew"], (seconds, job_id, token))
+            renewed = cur.rowcount == 1
+            if key is not None:
+                await cur.execute(self._sql["lease_renew"], (seconds, key[0], key[1], attempt_holder(job_id, token)))
+        return renewed
 
     # -- events ---------------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from corral.runtime.stores.protocol import (
     QueueCounts,
     RelayPass,
     Route,
+    attempt_holder,
     claimed_job,
     failed_job,
     queue_counts,
@@ -267,7 +268,9 @@ class SqliteStore:
             return jobs
 
         jobs = await self._run(claim)
-        self._leased_by_claim.update(job.id for job in jobs if per_key is not None and job.key is not None)
+        self._leased_by_claim.update(
+            attempt_holder(job.id, job.token) for job in jobs if per_key is not None and job.key is not None
+        )
         return jobs
 
     @staticmethod
@@ -280,7 +283,7 @@ class SqliteStore:
         candidates = conn.execute(_SQL["claim_keyed_candidates"], (queue, now, now, per_key, 2 * limit)).fetchall()
         free_slots: dict[str, list[int]] = {}
         chosen: list[int] = []
-        for job_id, key, lease_seconds in candidates:
+        for job_id, key, lease_seconds, claims in candidates:
             if len(chosen) == limit:
                 break
             if key is not None:
@@ -290,7 +293,9 @@ class SqliteStore:
                 if not free_slots[key]:
                     continue
                 slot = free_slots[key].pop(0)
-                conn.execute(_SQL["claim_key_slot"], (queue, key, slot, job_id, now + lease_seconds))
+                # The slot's holder is the attempt this claim starts (its token is the claim count after it).
+                holder = attempt_holder(job_id, claims + 1)
+                conn.execute(_SQL["claim_key_slot"], (queue, key, slot, holder, now + lease_seconds))
             chosen.append(job_id)
         if not chosen:
             return []
@@ -300,7 +305,7 @@ class SqliteStore:
         if not completions:
             return
 
-        self._leased_by_claim.difference_update(c.job_id for c in completions)
+        self._leased_by_claim.difference_update(attempt_holder(c.job_id, c.token) for c in completions)
 
         def complete(conn: sqlite3.Connection) -> None:
             now = self._clock()
@@ -316,7 +321,7 @@ class SqliteStore:
             raise UnstorableJson(f"was refused by the SQLite store: {exc}") from exc
 
     async def fail(self, job_id: int, token: int, *, error: str, traceback: str | None, retry_at: float | None) -> None:
-        self._leased_by_claim.discard(job_id)
+        self._leased_by_claim.discard(attempt_holder(job_id, token))
 
         def fail(conn: sqlite3.Connection) -> None:
             now = self._clock()
@@ -338,7 +343,7 @@ class SqliteStore:
         await self._run(fail)
 
     def _unclaim(self, job_id: int, token: int, seconds: float) -> Callable[[sqlite3.Connection], None]:
-        self._leased_by_claim.discard(job_id)
+        self._leased_by_claim.discard(attempt_holder(job_id, token))
 
         def unclaim(conn: sqlite3.Connection) -> None:
             now = self._clock()
@@ -388,6 +393,17 @@ class SqliteStore:
         self._leased_by_claim.discard(holder)
         if await self._run(release) and self._on_jobs is not None:
             self._on_jobs(queue)  # a freed slot: this runtime's claim loop looks at once
+
+    async def renew(self, job_id: int, token: int, *, seconds: float, key: tuple[str, str] | None) -> bool:
+        def renew(conn: sqlite3.Connection) -> bool:
+            until = self._clock() + seconds
+            with self._write(conn):
+                renewed = conn.execute(_SQL["renew"], (until, job_id, token)).rowcount == 1
+                if key is not None:
+                    conn.execute(_SQL["lease_renew"], (until, key[0], key[1], attempt_holder(job_id, token)))
+            return renewed
+
+        return await self._run(renew)
 
     # -- events ---------------------------------------------------------------------------------
 
