@@ -208,7 +208,7 @@ def test_a_batch_the_store_refuses_is_recorded_row_by_row(kind: str, tmp_path: P
 
 
 class _NoWaiters:
-    def resolve(self, job_id: int, state: str, result_json: str | None, error: str | None) -> None:
+    def settled(self, job_id: int) -> None:
         return None
 
 

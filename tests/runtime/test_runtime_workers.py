@@ -355,7 +355,11 @@ def test_a_freed_key_slot_wakes_the_claim_loop_long_before_its_poll(db: Backend)
         async with runtime, other:
             releasers = [runtime] + ([other] if db.kind == "postgresql" else [])
             for releaser in releasers:
-                assert await runtime.store.acquire_key_lease("webhook", "ep", holder=999999, limit=1, seconds=60)
+                # The previous job's attempt frees its slot once its task has ended, just after its outcome.
+                deadline = time.monotonic() + 2
+                while not await runtime.store.acquire_key_lease("webhook", "ep", holder=999999, limit=1, seconds=60):
+                    assert time.monotonic() < deadline, "a finished job's key slot was never released"
+                    await asyncio.sleep(0.01)
                 job_id = await runtime.enqueue("webhook.deliver", key="ep")
                 await asyncio.sleep(0.3)  # claims (woken by the enqueue) pass over it
                 assert db.job_row(job_id)["state"] == "waiting"

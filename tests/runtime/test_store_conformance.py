@@ -40,6 +40,9 @@ SHORT = 0.05  # a lease or a period that the test then waits out
 PAST_SHORT = 0.25  # comfortably past SHORT, even on a loaded machine
 
 
+# The token of a job's first claim: a key slot's holder is the attempt (attempt_holder), not the job.
+FIRST_CLAIM = 1
+
 # Every store the scheme registry knows, by its scheme's name (test_every_scheme_is_in_the_suite holds
 # the registry and this list together).
 CONFORMANCE_STORES = ["sqlite", "postgres", "memory"]
@@ -359,15 +362,15 @@ def test_a_keyed_claim_skips_jobs_whose_key_has_no_free_slot_and_takes_the_next(
         assert [job.id for job in first] == [a1, plain, c1]  # a2, c2 and c3 wait for their key; b1 for b
         assert [job.attempt for job in first] == [1, 1, 1]
         # The claim took the keys' slots for its jobs: the executor's ask renews it, anybody else's fails.
-        assert await store.acquire_key_lease("q", "a", holder=a1, limit=1, seconds=60)
-        assert not await store.acquire_key_lease("q", "a", holder=a2, limit=1, seconds=60)
+        assert await store.acquire_key_lease("q", "a", holder=attempt_holder(a1, FIRST_CLAIM), limit=1, seconds=60)
+        assert not await store.acquire_key_lease("q", "a", holder=attempt_holder(a2, FIRST_CLAIM), limit=1, seconds=60)
         assert not await store.acquire_key_lease("q", "c", holder=998, limit=1, seconds=60)
         assert await store.claim("q", 10, "w", per_key=1) == []
         assert (await store.counts())["q"] == QueueCounts(waiting=4, running=3)
         # A claim without per_key knows nothing of slots (a queue without the limit).
         (unlimited,) = await store.claim("q", 1, "w")
         assert unlimited.id == a2
-        await store.release_key_lease("q", "c", holder=c1)
+        await store.release_key_lease("q", "c", holder=attempt_holder(c1, FIRST_CLAIM))
         # per_key=2: b has its second slot free, c both of its slots.
         assert [job.id for job in await store.claim("q", 10, "w", per_key=2)] == [b1, c2, c3]
         assert not await store.acquire_key_lease("q", "b", holder=997, limit=2, seconds=60)
@@ -387,12 +390,12 @@ def test_a_freed_or_expired_key_slot_lets_the_next_job_of_the_key_be_claimed(mak
         assert job.id == first
         await store.complete([Completion(job_id=job.id, token=job.token, result_json=None)])
         assert await store.claim("q", 10, "w", per_key=1) == []  # done, but its slot is still held
-        await store.release_key_lease("q", "a", holder=first)
+        await store.release_key_lease("q", "a", holder=attempt_holder(first, FIRST_CLAIM))
         (job,) = await store.claim("q", 10, "w", per_key=1)
         assert (job.id, job.attempt) == (second, 1)  # skipped twice, no attempt spent
         await store.release_key_lease("q", "a", holder=999)  # not the holder: nothing is freed
         assert await store.claim("q", 10, "w", per_key=1) == []
-        await store.release_key_lease("q", "a", holder=second)
+        await store.release_key_lease("q", "a", holder=attempt_holder(second, FIRST_CLAIM))
         assert [job.id for job in await store.claim("q", 10, "w", per_key=1)] == [third]
 
     drive(make_store, scenario)
@@ -408,7 +411,8 @@ def test_keyed_claims_interleave_two_keys_one_job_of_each_at_a_time(make_store: 
         order += running
         while running:
             for job_id in running:
-                await store.release_key_lease("q", "a" if job_id in a_jobs else "b", holder=job_id)
+                key = "a" if job_id in a_jobs else "b"
+                await store.release_key_lease("q", key, holder=attempt_holder(job_id, FIRST_CLAIM))
             running = [job.id for job in await store.claim("q", 10, "w", per_key=1)]
             assert len(running) <= 2 and len({job_id in a_jobs for job_id in running}) == len(running)
             order += running
