@@ -14,6 +14,9 @@ One pre-pass per module records the bindings of the module's, each function's an
 annotated as event loops), each with the node that binds it (`Scope.sites_of`). Rules then ask
 `resolve(node, scope)`. Resolution is flow-insensitive within a scope: when a name is bound several ways,
 a known dotted name wins over an unknown local value, so an alias cannot hide an API by being rebound.
+A name bound to several known names (`try: import threading` / `except ImportError: import
+dummy_threading as threading`) keeps every one: `resolve_all` gives each candidate, so a rule asking
+whether any binding is an API it knows sees the one a simpler reading (the last binding) would hide.
 
 Symbolic results: `LOOP` stands for "an asyncio event loop", so `loop.create_task` resolves to
 `<loop>.create_task` whatever the loop was called.
@@ -59,17 +62,20 @@ class Scope:
     """The names one module, class, function, lambda or comprehension body binds: the one scope model.
 
     `bindings` maps each name to what it refers to (a dotted name, `LOOP`, or `LOCAL`: a local value of
-    unknown kind). `declared` holds the body's `global` (True) and `nonlocal` (False) names: their bindings
-    land in, and their references read, the module's or the enclosing function's scope.
+    unknown kind), the last known one when there are several; `candidates` holds every known target of a
+    name bound to more than one, in binding order. `declared` holds the body's `global` (True) and
+    `nonlocal` (False) names: their bindings land in, and their references read, the module's or the
+    enclosing function's scope.
     """
 
-    __slots__ = ("bindings", "declared", "is_class", "is_comprehension", "parent", "sites")
+    __slots__ = ("bindings", "candidates", "declared", "is_class", "is_comprehension", "parent", "sites")
 
     def __init__(self, parent: Scope | None, *, is_class: bool = False, is_comprehension: bool = False) -> None:
         self.parent = parent
         self.is_class = is_class
         self.is_comprehension = is_comprehension
         self.bindings: dict[str, str] = {}
+        self.candidates: dict[str, list[str]] | None = None
         self.declared: dict[str, bool] | None = None
         # (name, node) for every binding the pre-pass met, in its order: see `sites_of`.
         self.sites: list[tuple[str, ast.AST]] = []
@@ -118,10 +124,25 @@ class Scope:
         """Record that this body binds `name` to `target` at `site`. Flow-insensitive: a known target is
         never replaced by `LOCAL`, so rebinding a name to an unknown value cannot hide an API."""
         scope = self if self.declared is None else self.home(name)
-        scope.sites.append((name, site))
-        if target == LOCAL and scope.bindings.get(name, LOCAL) != LOCAL:
+        if not scope.sites or scope.sites[-1] != (name, site):
+            scope.sites.append((name, site))  # once, though an assignment may bind each of several targets
+        previous = scope.bindings.get(name, LOCAL)
+        if target == LOCAL and previous != LOCAL:
             return
+        if previous not in (LOCAL, target):
+            if scope.candidates is None:
+                scope.candidates = {}
+            known = scope.candidates.setdefault(name, [previous])
+            if target not in known:
+                known.append(target)
         scope.bindings[name] = target
+
+    def targets(self, name: str) -> list[str]:
+        """Every known target this body binds `name` to (empty for a local value of unknown kind)."""
+        if self.candidates is not None and name in self.candidates:
+            return self.candidates[name]
+        target = self.bindings.get(name, LOCAL)
+        return [] if target == LOCAL else [target]
 
     def sites_of(self, name: str) -> list[ast.AST]:
         """Every node that binds `name` in this body, as the pre-pass met them (statement order, a `try`'s
@@ -173,6 +194,14 @@ class Scope:
             return f"builtins.{name}" if name in _BUILTINS else None
         target = binder.bindings[name]
         return None if target == LOCAL else target
+
+    def lookup_all(self, name: str) -> list[str]:
+        """Every dotted name `name` may refer to in this body: each known binding of the scope `binder`
+        picks (`lookup`'s answer among them), empty for a local value or an unbound name."""
+        binder = self.binder(name)
+        if binder is None:
+            return [f"builtins.{name}"] if name in _BUILTINS else []
+        return binder.targets(name)
 
 
 def lookup_in(table: Mapping[Scope, Mapping[str, list[_T]]], name: str, scope: Scope) -> list[_T]:
@@ -235,6 +264,20 @@ class ModuleNames:
         if isinstance(node, ast.NamedExpr):
             return self.resolve(node.value, scope)
         return None
+
+    def resolve_all(self, node: ast.expr, scope: Scope) -> list[str]:
+        """Every dotted name `node` may refer to, one per combination of its names' candidate bindings
+        (`resolve`'s answer among them); empty when none is known."""
+        if isinstance(node, ast.Name):
+            return scope.lookup_all(node.id)
+        if isinstance(node, ast.Attribute):
+            return [f"{base}.{node.attr}" for base in self.resolve_all(node.value, scope)]
+        if isinstance(node, ast.Call):
+            made = (FACTORIES.get(called) for called in self.resolve_all(node.func, scope))
+            return list(dict.fromkeys(kind for kind in made if kind is not None))
+        if isinstance(node, ast.NamedExpr):
+            return self.resolve_all(node.value, scope)
+        return []
 
     def absolute_module(self, level: int, module: str | None) -> str:
         """The module a `from ... import` names, with relative levels resolved against this module."""
@@ -320,10 +363,11 @@ class ModuleNames:
         )
 
     def _bind_assignment(self, statement: ast.stmt, targets: list[ast.expr], value: ast.expr, scope: Scope) -> None:
-        target_name = self.resolve(value, scope) if isinstance(value, (ast.Name, ast.Attribute, ast.Call)) else None
+        known = self.resolve_all(value, scope) if isinstance(value, (ast.Name, ast.Attribute, ast.Call)) else []
         for target in targets:
             if isinstance(target, ast.Name):
-                scope.bind(target.id, target_name or LOCAL, statement)
+                for target_name in known or [LOCAL]:
+                    scope.bind(target.id, target_name, statement)
             else:
                 self._bind_targets(target, scope, statement)
 

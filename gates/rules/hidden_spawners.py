@@ -249,8 +249,8 @@ class HiddenSpawners(Rule, ScopedVisitor):
         words.update(
             alias
             for scope in (context.names.root, *context.names.scopes.values())
-            for alias, target in scope.bindings.items()
-            if target in hiders
+            for alias in scope.bindings
+            if any(target in hiders for target in scope.targets(alias))
         )
         ScopedVisitor.__init__(self, context.names, lines_mentioning(context.text, words))
         self.found: list[Finding] = []
@@ -275,10 +275,11 @@ class HiddenSpawners(Rule, ScopedVisitor):
         self.found.append(self.context.finding(node, self.HIDDEN, message))
 
     def visit_Call(self, node: ast.Call) -> None:
-        called = self.resolve(node.func)
-        if called == "builtins.getattr" and len(node.args) >= 2:
-            module = self.resolve(node.args[0])
-            if module in SPAWNER_MODULES:
+        candidates = self.resolve_all(node.func)
+        importer = next((name for name in candidates if name in DYNAMIC_IMPORTS), None)
+        if "builtins.getattr" in candidates and len(node.args) >= 2:
+            module = next((name for name in self.resolve_all(node.args[0]) if name in SPAWNER_MODULES), None)
+            if module is not None:
                 attribute = node.args[1]
                 shown = display_name(module)
                 if not (isinstance(attribute, ast.Constant) and isinstance(attribute.value, str)):
@@ -288,7 +289,7 @@ class HiddenSpawners(Rule, ScopedVisitor):
                     )
                 elif spawner_kind(f"{module}.{attribute.value}") is not None:
                     self._report(node, f"getattr({shown}, {attribute.value!r}) hides a spawner {_ADVICE}")
-        elif called in DYNAMIC_IMPORTS and node.args:
+        elif importer is not None and node.args:
             target = node.args[0]
             # `<loop>` stands for an event loop in the table, never for a module.
             if isinstance(target, ast.Constant) and target.value in SPAWNER_MODULES and target.value != "<loop>":

@@ -159,8 +159,8 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         words.update(
             alias
             for scope in (context.names.root, *context.names.scopes.values())
-            for alias, target in scope.bindings.items()
-            if spawner_kind(target, self.extra) is not None
+            for alias in scope.bindings
+            if any(spawner_kind(target, self.extra) is not None for target in scope.targets(alias))
         )
         ScopedVisitor.__init__(self, context.names, lines_mentioning(context.text, words))
         self.found: list[Finding] = []
@@ -195,12 +195,14 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
     def _check_reference(self, node: ast.Name | ast.Attribute) -> bool:
         if not isinstance(node.ctx, ast.Load):
             return False
-        name = self.resolve(node)
-        code = self.code_for(name, self.extra)
-        if code is None or name is None:
-            return False
-        self._report(node, name, code)
-        return True
+        # Any candidate binding that is a spawner makes the reference one (`threading` bound to both
+        # `threading` and `dummy_threading` by a try/except import).
+        for name in self.resolve_all(node):
+            code = self.code_for(name, self.extra)
+            if code is not None:
+                self._report(node, name, code)
+                return True
+        return False
 
     def visit_Name(self, node: ast.Name) -> None:
         self._check_reference(node)
