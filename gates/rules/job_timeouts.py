@@ -44,9 +44,14 @@ def might_declare_jobs(source: Source) -> bool:
     """False only when no job kind can be declared in the file: the prefilter of every CRL2 rule."""
     if source.imports_any(*_ALWAYS_READ):
         return True
-    if not source.has(*_DECLARING_WORDS):
-        return False
-    return source.imports_any(*_PACKAGES) or (source.has(*_METHOD_WORDS) and _names_a_method(source.data))
+    declares = source.has(*_DECLARING_WORDS)
+    if declares and (source.imports_any(*_PACKAGES) or (source.has(*_METHOD_WORDS) and _names_a_method(source.data))):
+        return True
+    # A decorator wrapping a framework's own through a project module is followed only through a dotted name
+    # holding a declaring word (`walk.Finder`): written in the file, or the package a relative import names.
+    return source.has(b"@") and (
+        declares or any(word.decode() in part for word in _DECLARING_WORDS for part in source.package)
+    )
 
 
 def _names_a_method(data: bytes) -> bool:

@@ -24,6 +24,7 @@ from corral.gates.rules.job_timeouts import JobTimeouts
 from corral.gates.rules.network_in_transaction import NetworkInTransaction
 from corral.gates.rules.unmanaged_concurrency import UnmanagedConcurrency
 from corral.gates.source.prefilter import Source
+from expectations import FIXTURES as FIXTURES_ROOT
 from expectations import example_source, read_expectations, rule_fixture_folders
 
 CONFIG = Config(root=Path("/project"), extend_spawners=("gevent.spawn", "myapp.tasks.spawn"))
@@ -46,6 +47,16 @@ def test_fixtures(fixture: Path) -> None:
         config = expectations.config(variant)
         config = config._replace(extend_spawners=(*config.extend_spawners, *CONFIG.extend_spawners))
         assert_prefilter_hides_nothing(f"app/{fixture.name}", fixture.read_bytes(), config)
+
+
+PROJECT_FILES = sorted((FIXTURES_ROOT / "crl2_projects" / "rq_wrappers").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", PROJECT_FILES, ids=lambda path: path.name)
+def test_project_wrappers(path: Path) -> None:
+    # A job decorator wrapped in another module is used in files that never name the framework.
+    root = FIXTURES_ROOT / "crl2_projects" / "rq_wrappers"
+    assert_prefilter_hides_nothing(path.relative_to(root).as_posix(), path.read_bytes(), CONFIG._replace(root=root))
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
