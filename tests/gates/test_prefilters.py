@@ -49,13 +49,14 @@ def test_fixtures(fixture: Path) -> None:
         assert_prefilter_hides_nothing(f"app/{fixture.name}", fixture.read_bytes(), config)
 
 
-PROJECT_FILES = sorted((FIXTURES_ROOT / "crl2_projects" / "rq_wrappers").rglob("*.py"))
+# Projects whose findings come from other modules: a job decorator wrapped there, a spawner re-exported there,
+# used in files that never name the framework or the spawner's module.
+PROJECTS = [FIXTURES_ROOT / "crl2_projects" / "rq_wrappers", FIXTURES_ROOT / "crl1_projects" / "reexports"]
+PROJECT_FILES = [(root, path) for root in PROJECTS for path in sorted(root.rglob("*.py"))]
 
 
-@pytest.mark.parametrize("path", PROJECT_FILES, ids=lambda path: path.name)
-def test_project_wrappers(path: Path) -> None:
-    # A job decorator wrapped in another module is used in files that never name the framework.
-    root = FIXTURES_ROOT / "crl2_projects" / "rq_wrappers"
+@pytest.mark.parametrize(("root", "path"), PROJECT_FILES, ids=lambda item: item.name)
+def test_projects(root: Path, path: Path) -> None:
     assert_prefilter_hides_nothing(path.relative_to(root).as_posix(), path.read_bytes(), CONFIG._replace(root=root))
 
 
@@ -294,7 +295,7 @@ RULED_OUT = [
     (HiddenSpawners, "import threading\ntry:\n    pass\nexcept Exception as error:\n    getattr(error, 'args')\n"),
     (HiddenSpawners, "import asyncio\nfrom concurrent import futures\nvalue = getattr(options, 'timeout')\n"),
     (UnmanagedConcurrency, "import threading\nlock = threading.Lock()\n"),
-    (UnmanagedConcurrency, "import asyncio\nfrom .models import Process\n"),
+    (UnmanagedConcurrency, "import asyncio\nfrom .models import ProcessLog\n"),
     (NetworkInTransaction, "from urllib.parse import quote as urlquote\nwith transaction.atomic():\n    save()\n"),
     (NetworkInTransaction, "from .client import DatabaseClient\nwith transaction.atomic():\n    save()\n"),
     (JobTimeouts, "import functools\n@functools.cache\ndef compute(): ...\n"),
