@@ -19,7 +19,11 @@ dummy_threading as threading`) keeps every one: `resolve_all` gives each candida
 whether any binding is an API it knows sees the one a simpler reading (the last binding) would hide.
 
 Symbolic results: `LOOP` stands for "an asyncio event loop", so `loop.create_task` resolves to
-`<loop>.create_task` whatever the loop was called.
+`<loop>.create_task` whatever the loop was called. A loop is also a value that may be one (`loop or
+asyncio.get_event_loop()`, `a if c else asyncio.get_running_loop()`), a variable annotated with a loop type
+(`loop: asyncio.AbstractEventLoop = ...`, a module-level global too), and, for `resolve_all(...,
+attributes=True)`, an attribute of `self` that the class's methods assign such a value to or the class
+body annotates as a loop (`self.loop = loop or asyncio.get_event_loop()`, then `self.loop.create_task`).
 """
 
 from __future__ import annotations
@@ -68,7 +72,17 @@ class Scope:
     enclosing function's scope.
     """
 
-    __slots__ = ("bindings", "candidates", "declared", "is_class", "is_comprehension", "parent", "sites")
+    __slots__ = (
+        "attributes",
+        "bindings",
+        "candidates",
+        "declared",
+        "instance",
+        "is_class",
+        "is_comprehension",
+        "parent",
+        "sites",
+    )
 
     def __init__(self, parent: Scope | None, *, is_class: bool = False, is_comprehension: bool = False) -> None:
         self.parent = parent
@@ -76,6 +90,10 @@ class Scope:
         self.is_comprehension = is_comprehension
         self.bindings: dict[str, str] = {}
         self.candidates: dict[str, list[str]] | None = None
+        # A class body: what its methods assign to `self.<name>` (known targets only). A method body: the
+        # name of its instance parameter and the class's scope.
+        self.attributes: dict[str, list[str]] | None = None
+        self.instance: tuple[str, Scope] | None = None
         self.declared: dict[str, bool] | None = None
         # (name, node) for every binding the pre-pass met, in its order: see `sites_of`.
         self.sites: list[tuple[str, ast.AST]] = []
@@ -265,19 +283,40 @@ class ModuleNames:
             return self.resolve(node.value, scope)
         return None
 
-    def resolve_all(self, node: ast.expr, scope: Scope) -> list[str]:
+    def resolve_all(self, node: ast.expr, scope: Scope, *, attributes: bool = False) -> list[str]:
         """Every dotted name `node` may refer to, one per combination of its names' candidate bindings
-        (`resolve`'s answer among them); empty when none is known."""
+        (`resolve`'s answer among them); empty when none is known. A value that may be an event loop
+        (`x or get_event_loop()`, `a if c else get_running_loop()`) is `LOOP`; with `attributes`, so is
+        `self.<name>` in a method when the class assigns or annotates `<name>` as a loop."""
         if isinstance(node, ast.Name):
             return scope.lookup_all(node.id)
         if isinstance(node, ast.Attribute):
-            return [f"{base}.{node.attr}" for base in self.resolve_all(node.value, scope)]
+            own = self._instance_attribute(node, scope) if attributes else []
+            bases = self.resolve_all(node.value, scope, attributes=attributes)
+            return list(dict.fromkeys([*own, *(f"{base}.{node.attr}" for base in bases)]))
         if isinstance(node, ast.Call):
-            made = (FACTORIES.get(called) for called in self.resolve_all(node.func, scope))
+            made = (FACTORIES.get(called) for called in self.resolve_all(node.func, scope, attributes=attributes))
             return list(dict.fromkeys(kind for kind in made if kind is not None))
         if isinstance(node, ast.NamedExpr):
-            return self.resolve_all(node.value, scope)
+            return self.resolve_all(node.value, scope, attributes=attributes)
+        if isinstance(node, (ast.BoolOp, ast.IfExp)):
+            parts = node.values if isinstance(node, ast.BoolOp) else [node.body, node.orelse]
+            found = (self.resolve_all(part, scope, attributes=attributes) for part in parts)
+            return [LOOP] if any(LOOP in candidates for candidates in found) else []
         return []
+
+    def _instance_attribute(self, node: ast.Attribute, scope: Scope) -> list[str]:
+        """`self.<name>` in a method: what the class's methods assign to it, or its class-body binding."""
+        if not isinstance(node.value, ast.Name):
+            return []
+        binder = scope.binder(node.value.id)
+        if binder is None or binder.instance is None or binder.instance[0] != node.value.id:
+            return []
+        if binder.targets(node.value.id):
+            return []  # the instance parameter rebound to something else
+        cls = binder.instance[1]
+        assigned = cls.attributes.get(node.attr, []) if cls.attributes is not None else []
+        return list(dict.fromkeys([*assigned, *cls.targets(node.attr)]))
 
     def absolute_module(self, level: int, module: str | None) -> str:
         """The module a `from ... import` names, with relative levels resolved against this module."""
@@ -312,6 +351,8 @@ class ModuleNames:
         elif isinstance(statement, ast.AnnAssign):
             if statement.value is not None:
                 self._bind_assignment(statement, [statement.target], statement.value, scope)
+            if isinstance(statement.target, ast.Name) and self._names_loop_type(statement.annotation, scope):
+                scope.bind(statement.target.id, LOOP, statement)
         elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
             scope.bind(statement.name, LOCAL, statement)
             inner = Scope(parent=scope)
@@ -320,6 +361,8 @@ class ModuleNames:
                 loop_typed = argument.annotation is not None and self._names_loop_type(argument.annotation, scope)
                 inner.bind(argument.arg, LOOP if loop_typed else LOCAL, argument)
             self._collect(statement.body, inner)
+            if scope.is_class:
+                self._collect_instance_attributes(statement, inner, scope)
         elif isinstance(statement, ast.ClassDef):
             scope.bind(statement.name, LOCAL, statement)
             inner = Scope(parent=scope, is_class=True)
@@ -351,6 +394,37 @@ class ModuleNames:
             self._bind_targets(case.pattern, scope, case)
             self._collect(case.body, scope)
 
+    def _collect_instance_attributes(
+        self, method: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, cls: Scope
+    ) -> None:
+        """What a method assigns to `self.<name>` (its first parameter's attributes), for `_instance_attribute`."""
+        positional = [*method.args.posonlyargs, *method.args.args]
+        is_static = any(isinstance(item, ast.Name) and item.id == "staticmethod" for item in method.decorator_list)
+        if not positional or is_static:
+            return
+        instance = positional[0].arg
+        scope.instance = (instance, cls)
+        for node in ast.walk(method):
+            value: ast.expr | None
+            if isinstance(node, ast.Assign):
+                targets, value, annotation = node.targets, node.value, None
+            elif isinstance(node, ast.AnnAssign):
+                targets, value, annotation = [node.target], node.value, node.annotation
+            else:
+                continue
+            for target in targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                    if target.value.id != instance:
+                        continue
+                    known = self.resolve_all(value, scope) if value is not None else []
+                    if annotation is not None and self._names_loop_type(annotation, scope):
+                        known = [*known, LOOP]
+                    if known:
+                        if cls.attributes is None:
+                            cls.attributes = {}
+                        slot = cls.attributes.setdefault(target.attr, [])
+                        slot.extend(name for name in known if name not in slot)
+
     def _names_loop_type(self, annotation: ast.expr, scope: Scope) -> bool:
         if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
             try:
@@ -363,7 +437,8 @@ class ModuleNames:
         )
 
     def _bind_assignment(self, statement: ast.stmt, targets: list[ast.expr], value: ast.expr, scope: Scope) -> None:
-        known = self.resolve_all(value, scope) if isinstance(value, (ast.Name, ast.Attribute, ast.Call)) else []
+        followed = (ast.Name, ast.Attribute, ast.Call, ast.BoolOp, ast.IfExp)
+        known = self.resolve_all(value, scope) if isinstance(value, followed) else []
         for target in targets:
             if isinstance(target, ast.Name):
                 for target_name in known or [LOCAL]:

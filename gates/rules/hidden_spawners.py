@@ -157,9 +157,9 @@ def _start(match: re.Match[bytes]) -> int:
 
 
 def _names_bound_from(lines: Lines, name: bytes) -> Iterator[bytes | None]:
-    """The names `name`'s bindings may resolve through: the heads of each assigned value (`name = x.y`,
-    `name = f()`, `name = (a := b)`) and every name of each annotation (`name: AbstractEventLoop`); None
-    for a binding too long to read."""
+    """The names `name`'s bindings may resolve through: every name of each assigned value (`name = x.y`,
+    `name = f()`, `name = (a := b)`, `name = a or f()`) and every name of each annotation
+    (`name: AbstractEventLoop`); None for a binding too long to read."""
     data = lines.data
     position = data.find(name)
     while position != -1:
@@ -181,6 +181,12 @@ def _names_bound_from(lines: Lines, name: bytes) -> Iterator[bytes | None]:
                 yield from WORD.findall(value)
         else:
             yield from _heads(data, binding.end())
+            # `loop = loop or asyncio.get_event_loop()`, `a if c else ...`: any name of the value may lead on.
+            value = lines.rest(binding.end())
+            if value is None:
+                yield None
+            else:
+                yield from WORD.findall(value)
         position = data.find(name, end)
 
 

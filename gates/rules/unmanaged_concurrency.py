@@ -223,7 +223,7 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
             return False
         # Any candidate binding that is a spawner makes the reference one (`threading` bound to both
         # `threading` and `dummy_threading` by a try/except import).
-        candidates = self.resolve_all(node)
+        candidates = self.names.resolve_all(node, self.scope, attributes=True)
         for name in candidates:
             code = self.code_for(name, self.extra)
             if code is not None:
