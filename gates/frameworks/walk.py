@@ -32,6 +32,7 @@ from corral.gates.frameworks.base import (
     keyword,
     shown,
 )
+from corral.gates.source.prefilter import Source
 
 PARTIALS = frozenset({"functools.partial"})
 # How many definitions a wrapper is followed through before the walk gives up on it.
@@ -49,8 +50,8 @@ class Dispatch:
         self.frameworks = tuple(frameworks)
         self.by_decorator: dict[str, Framework] = {}
         self.by_call: dict[str, Framework] = {}
-        # A project decorator is followed as a wrapper only through dotted names holding one of these words, as
-        # the CRL2 prefilter admits the files that may use one (`job_timeouts.might_declare_jobs`).
+        # A project decorator is followed as a wrapper only through dotted names holding one of these words,
+        # and only in a file `may_use_wrappers` admits (the CRL2 prefilter admits the same files).
         self.declaring_words = tuple(
             dict.fromkeys(word.decode() for framework in self.frameworks for word in framework.words.declaring)
         )
@@ -59,6 +60,19 @@ class Dispatch:
                 self.by_decorator.setdefault(name, framework)
             for name in framework.calls:
                 self.by_call.setdefault(name, framework)
+
+
+def may_use_wrappers(source: Source, dispatch: Dispatch) -> bool:
+    """Whether the file may use a framework decorator wrapped in another project module, as `Finder` follows
+    one: a decorator, and a declaring word in its imports (`from app.jobs import mail`) or in the package
+    its relative imports resolve in. The CRL2 prefilter admits these files; `Finder` follows wrappers out of
+    no other file, so skipping one hides nothing."""
+    if not source.has(b"@"):
+        return False
+    words = [word.encode() for word in dispatch.declaring_words]
+    return source.imports_any(*words) or any(
+        word in part for word in dispatch.declaring_words for part in source.package
+    )
 
 
 class Wrapper(NamedTuple):
@@ -77,11 +91,12 @@ class Wrapper(NamedTuple):
 class Finder:
     """The job kinds of one module, found by one walk over it."""
 
-    def __init__(self, values: StaticValues, dispatch: Dispatch, *, strict: bool) -> None:
+    def __init__(self, values: StaticValues, dispatch: Dispatch, *, strict: bool, follows_wrappers: bool) -> None:
         self.values = values
         self.names = values.module.names
         self.dispatch = dispatch
         self.strict = strict
+        self.follows_wrappers = follows_wrappers
         self.kinds: list[JobKind] = []
         # Calls a framework already read as part of a declaration: the walk does not hand them out again.
         self.seen_calls: set[int] = set()
@@ -160,7 +175,9 @@ class Finder:
         if dotted is not None:
             # Out of the checked file only through a name that says job, task... (the prefilter's promise).
             leaves_file = values is self.values and dotted not in self.dispatch.by_decorator
-            if leaves_file and not any(word in dotted for word in self.dispatch.declaring_words):
+            if leaves_file and not (
+                self.follows_wrappers and any(word in dotted for word in self.dispatch.declaring_words)
+            ):
                 return None
             return self._wrapper_of_dotted(dotted, values, depth)
         located = values.definition(node, scope)

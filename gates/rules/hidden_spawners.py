@@ -55,6 +55,8 @@ _HEAD = re.compile(rb"(?:" + WHITESPACE + rb"|\(|" + _COMMENT + rb")*(" + NAME +
 _BINDS = re.compile(
     rb"(?:(?:" + WHITESPACE + rb"|" + _COMMENT + rb")*(:)(?!=)|(?:" + WHITESPACE + rb"|\)|" + _COMMENT + rb")*=(?!=))"
 )
+# A value choosing between operands, each of which may be a loop (`names.py` follows `or`/`and`/`if`).
+_CHOICE = re.compile(rb"(?<![\w\x80-\xff])(?:or|and|if)(?![\w\x80-\xff])")
 # Packages whose own modules reach spawner modules through relative imports.
 _SPAWNER_PACKAGES = frozenset(module.partition(".")[0] for module in SPAWNER_MODULES if "." in module)
 # How many names the prefilter follows through assignments before it gives up and admits the file.
@@ -185,7 +187,7 @@ def _names_bound_from(lines: Lines, name: bytes) -> Iterator[bytes | None]:
             value = lines.rest(binding.end())
             if value is None:
                 yield None
-            else:
+            elif _CHOICE.search(value):
                 yield from WORD.findall(value)
         position = data.find(name, end)
 

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.frameworks import FRAMEWORKS, job_kinds
+from corral.gates.frameworks import FRAMEWORKS, job_kinds, might_use_wrappers
 from corral.gates.frameworks.base import OTHER, UNRESOLVED
 from corral.gates.rules.base import Fact, Rule
 from corral.gates.source.prefilter import Source
@@ -47,11 +47,8 @@ def might_declare_jobs(source: Source) -> bool:
     declares = source.has(*_DECLARING_WORDS)
     if declares and (source.imports_any(*_PACKAGES) or (source.has(*_METHOD_WORDS) and _names_a_method(source.data))):
         return True
-    # A decorator wrapping a framework's own through a project module is followed only through a dotted name
-    # holding a declaring word (`walk.Finder`): written in the file, or the package a relative import names.
-    return source.has(b"@") and (
-        declares or any(word.decode() in part for word in _DECLARING_WORDS for part in source.package)
-    )
+    # A decorator wrapping a framework's own in another project module (`walk.Finder` follows one only here).
+    return source.holds(might_use_wrappers)
 
 
 def _names_a_method(data: bytes) -> bool:
