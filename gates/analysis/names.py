@@ -246,6 +246,8 @@ class ModuleNames:
         self.root = Scope(parent=None)
         self.scopes: dict[ScopeNode, Scope] = {}
         self._expression_scopes: dict[ExpressionScopeNode, Scope] = {}
+        # Each class's methods with an instance parameter, until `_instance_attribute` first reads them.
+        self._methods: dict[Scope, list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, Scope]]] = {}
         self._collect(tree.body, self.root)
 
     def scope_of(self, node: ScopeNode) -> Scope:
@@ -315,6 +317,9 @@ class ModuleNames:
         if binder.targets(node.value.id):
             return []  # the instance parameter rebound to something else
         cls = binder.instance[1]
+        pending = self._methods.pop(cls, None)
+        for method, method_scope in pending or ():
+            self._collect_instance_attributes(method, method_scope, cls)
         assigned = cls.attributes.get(node.attr, []) if cls.attributes is not None else []
         return list(dict.fromkeys([*assigned, *cls.targets(node.attr)]))
 
@@ -362,7 +367,7 @@ class ModuleNames:
                 inner.bind(argument.arg, LOOP if loop_typed else LOCAL, argument)
             self._collect(statement.body, inner)
             if scope.is_class:
-                self._collect_instance_attributes(statement, inner, scope)
+                self._method(statement, inner, scope)
         elif isinstance(statement, ast.ClassDef):
             scope.bind(statement.name, LOCAL, statement)
             inner = Scope(parent=scope, is_class=True)
@@ -394,16 +399,21 @@ class ModuleNames:
             self._bind_targets(case.pattern, scope, case)
             self._collect(case.body, scope)
 
+    def _method(self, method: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, cls: Scope) -> None:
+        """Note a method's instance parameter; what it assigns to it is read on first need (most modules never
+        ask, and reading every method's body would cost every parse)."""
+        positional = [*method.args.posonlyargs, *method.args.args]
+        is_static = any(isinstance(item, ast.Name) and item.id == "staticmethod" for item in method.decorator_list)
+        if positional and not is_static:
+            scope.instance = (positional[0].arg, cls)
+            self._methods.setdefault(cls, []).append((method, scope))
+
     def _collect_instance_attributes(
         self, method: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, cls: Scope
     ) -> None:
         """What a method assigns to `self.<name>` (its first parameter's attributes), for `_instance_attribute`."""
-        positional = [*method.args.posonlyargs, *method.args.args]
-        is_static = any(isinstance(item, ast.Name) and item.id == "staticmethod" for item in method.decorator_list)
-        if not positional or is_static:
-            return
-        instance = positional[0].arg
-        scope.instance = (instance, cls)
+        assert scope.instance is not None
+        instance = scope.instance[0]
         for node in ast.walk(method):
             value: ast.expr | None
             if isinstance(node, ast.Assign):

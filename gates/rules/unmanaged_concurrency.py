@@ -3,7 +3,8 @@
 Importing it by name, naming it as an attribute, calling it, subclassing it, passing it as a value or a
 default: each is a finding, because each is a way for domain code to start work nobody bounds or stops.
 So is the same reference to a spawner a project module re-exports under the spawner's own name (`from
-app.infra.compat import Thread`, where compat says `from threading import Thread`): infra may own threads,
+app.infra.compat import Thread`, where compat says `from threading import Thread`), in a file whose imports
+name a spawner: infra may own threads,
 it may not hand the raw class out. The message names where it came from. A function or class the project
 defines (an infra helper that starts the thread itself) is not followed.
 """
@@ -11,6 +12,7 @@ defines (an infra helper that starts the thread itself) is not followed.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from typing import ClassVar
 
@@ -32,9 +34,15 @@ from corral.gates.rules.base import Rule
 from corral.gates.source.prefilter import Source
 
 ADVICE = "outside infra; enqueue a job or call an infra helper instead"
-# A re-export is followed only under a spawner's own name: a file using one then names it as a word, which
-# is what the prefilter looks for.
+# A re-export is followed only under a spawner's own name, and only in a file whose imports name one.
 LEAF_NAMES = frozenset(name.decode() for name in SPAWNER_NAMES)
+_SPAWNER_WORD = re.compile(rb"(?<![\w\x80-\xff])(?:" + rb"|".join(sorted(SPAWNER_NAMES)) + rb")(?![\w\x80-\xff])")
+
+
+def may_use_reexports(source: Source) -> bool:
+    """Whether the file's imports name a spawner (`from app.infra.compat import Thread`): the only files
+    where the rule follows a re-export, so the prefilter admits them and skipping any other hides nothing."""
+    return source.imports_any(*SPAWNER_NAMES) and _SPAWNER_WORD.search(source.imports) is not None
 
 
 class UnmanagedConcurrency(Rule, ScopedVisitor):
@@ -175,6 +183,7 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         )
         ScopedVisitor.__init__(self, context.names, lines_mentioning(context.text, words))
         self.found: list[Finding] = []
+        self.follows_reexports = may_use_reexports(Source(context.text.encode(), context.relpath))
 
     @classmethod
     def code_for(cls, name: str | None, extra: tuple[str, ...] = ()) -> str | None:
@@ -194,8 +203,7 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
             for name, packages in SPAWNER_NAMES.items()
         ):
             return True
-        # A spawner re-exported by a project module is used under its own name, whatever the file imports.
-        return any(source.has_word(name) for name in SPAWNER_NAMES)
+        return source.holds(may_use_reexports)
 
     def check(self) -> Iterator[Finding]:
         self.visit(self.context.tree)
@@ -207,7 +215,7 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
     def _reexported(self, node: ast.AST, names: list[str], shown: str) -> bool:
         """Report `node` when one of `names` is a spawner re-exported by project modules; False when none is."""
         for name in names:
-            if name.rpartition(".")[2] not in LEAF_NAMES:
+            if not self.follows_reexports or name.rpartition(".")[2] not in LEAF_NAMES:
                 continue
             origins = StaticValues.of(self.context).project.origins(name)
             for origin, chain in origins or ():
