@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import NamedTuple, TypeVar, cast
 
@@ -50,11 +51,12 @@ class Dispatch:
         self.frameworks = tuple(frameworks)
         self.by_decorator: dict[str, Framework] = {}
         self.by_call: dict[str, Framework] = {}
-        # A project decorator is followed as a wrapper only through dotted names holding one of these words,
-        # and only in a file `may_use_wrappers` admits (the CRL2 prefilter admits the same files).
-        self.declaring_words = tuple(
-            dict.fromkeys(word.decode() for framework in self.frameworks for word in framework.words.declaring)
-        )
+        # A project decorator is followed as a wrapper only through dotted names holding one of these words
+        # at the start of a word (`jobs`, `shared_task`, not `factory`), and only in a file `may_use_wrappers`
+        # admits (the CRL2 prefilter admits the same files).
+        words = b"|".join(dict.fromkeys(word for framework in self.frameworks for word in framework.words.declaring))
+        self.declaring_text = re.compile(r"(?<![A-Za-z])(?:" + words.decode() + ")")
+        self.declaring_bytes = re.compile(rb"(?<![A-Za-z])(?:" + words + rb")")
         for framework in self.frameworks:
             for name in framework.decorators:
                 self.by_decorator.setdefault(name, framework)
@@ -69,9 +71,8 @@ def may_use_wrappers(source: Source, dispatch: Dispatch) -> bool:
     no other file, so skipping one hides nothing."""
     if not source.has(b"@"):
         return False
-    words = [word.encode() for word in dispatch.declaring_words]
-    return source.imports_any(*words) or any(
-        word in part for word in dispatch.declaring_words for part in source.package
+    return dispatch.declaring_bytes.search(source.imports) is not None or any(
+        dispatch.declaring_text.search(part) is not None for part in source.package
     )
 
 
@@ -175,9 +176,7 @@ class Finder:
         if dotted is not None:
             # Out of the checked file only through a name that says job, task... (the prefilter's promise).
             leaves_file = values is self.values and dotted not in self.dispatch.by_decorator
-            if leaves_file and not (
-                self.follows_wrappers and any(word in dotted for word in self.dispatch.declaring_words)
-            ):
+            if leaves_file and not (self.follows_wrappers and self.dispatch.declaring_text.search(dotted) is not None):
                 return None
             return self._wrapper_of_dotted(dotted, values, depth)
         located = values.definition(node, scope)
