@@ -6,6 +6,10 @@ candidate path it probes and finds missing, is recorded as a dependency of the f
 cached result is served only while those files are unchanged (see `cache.py`).
 
 Where a module is looked for: `a/b.py`, `a/b/__init__.py`, then the same under `src/`.
+
+`ProjectModules.origins` follows a name re-exported by project modules (`from app.infra.compat import
+Thread`, where `compat.py` says `from threading import Thread`) to the names outside the project it stands
+for, with where each module re-exported it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ MISSING: Dependency = (0, -1, "")
 # A dependency key starting with this marks a project scan ("which files contain these bytes").
 SCAN_PREFIX = "*scan:"
 _SOURCE_ROOTS = ("", "src/")
+# How many project modules a re-export is followed through before it is given up (a cycle, say).
+_REEXPORTS_AT_MOST = 8
 
 
 class ModuleInfo:
@@ -228,3 +234,31 @@ class ProjectModules:
         found, digest = scan_signature(self.root, needle)
         self.dependencies[SCAN_PREFIX + needle.decode("latin-1")] = (0, 0, digest)
         return found
+
+    def origins(self, dotted: str, depth: int = 0) -> list[tuple[str, tuple[str, ...]]] | None:
+        """What `dotted` stands for when it names something in a project module: every name outside the
+        project it is a re-export of (through the modules' module-level imports and aliases, each candidate
+        binding of a name bound several ways), each with where it was re-exported (`relpath:line`, from
+        the outermost module in). Empty when it is a definition of the project (a function, a class, any
+        other value) or cannot be followed; None when no project module holds it."""
+        parts = dotted.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            module = self.module(".".join(parts[:cut]))
+            if module is None:
+                continue
+            name, rest = parts[cut], parts[cut + 1 :]
+            root = module.names.root
+            sites = root.sites_of(name)
+            if depth >= _REEXPORTS_AT_MOST or not sites:
+                return []
+            where = f"{module.relpath}:{getattr(sites[0], 'lineno', 1)}"
+            found: list[tuple[str, tuple[str, ...]]] = []
+            for target in root.lookup_all(name):
+                full = ".".join([target, *rest])
+                inner = self.origins(full, depth + 1)
+                if inner is None:
+                    found.append((full, (where,)))
+                else:
+                    found.extend((origin, (where, *chain)) for origin, chain in inner)
+            return found
+        return None

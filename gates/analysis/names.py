@@ -14,9 +14,16 @@ One pre-pass per module records the bindings of the module's, each function's an
 annotated as event loops), each with the node that binds it (`Scope.sites_of`). Rules then ask
 `resolve(node, scope)`. Resolution is flow-insensitive within a scope: when a name is bound several ways,
 a known dotted name wins over an unknown local value, so an alias cannot hide an API by being rebound.
+A name bound to several known names (`try: import threading` / `except ImportError: import
+dummy_threading as threading`) keeps every one: `resolve_all` gives each candidate, so a rule asking
+whether any binding is an API it knows sees the one a simpler reading (the last binding) would hide.
 
 Symbolic results: `LOOP` stands for "an asyncio event loop", so `loop.create_task` resolves to
-`<loop>.create_task` whatever the loop was called.
+`<loop>.create_task` whatever the loop was called. A loop is also a value that may be one (`loop or
+asyncio.get_event_loop()`, `a if c else asyncio.get_running_loop()`), a variable annotated with a loop type
+(`loop: asyncio.AbstractEventLoop = ...`, a module-level global too), and, for `resolve_all(...,
+attributes=True)`, an attribute of `self` that the class's methods assign such a value to or the class
+body annotates as a loop (`self.loop = loop or asyncio.get_event_loop()`, then `self.loop.create_task`).
 """
 
 from __future__ import annotations
@@ -59,17 +66,34 @@ class Scope:
     """The names one module, class, function, lambda or comprehension body binds: the one scope model.
 
     `bindings` maps each name to what it refers to (a dotted name, `LOOP`, or `LOCAL`: a local value of
-    unknown kind). `declared` holds the body's `global` (True) and `nonlocal` (False) names: their bindings
-    land in, and their references read, the module's or the enclosing function's scope.
+    unknown kind), the last known one when there are several; `candidates` holds every known target of a
+    name bound to more than one, in binding order. `declared` holds the body's `global` (True) and
+    `nonlocal` (False) names: their bindings land in, and their references read, the module's or the
+    enclosing function's scope.
     """
 
-    __slots__ = ("bindings", "declared", "is_class", "is_comprehension", "parent", "sites")
+    __slots__ = (
+        "attributes",
+        "bindings",
+        "candidates",
+        "declared",
+        "instance",
+        "is_class",
+        "is_comprehension",
+        "parent",
+        "sites",
+    )
 
     def __init__(self, parent: Scope | None, *, is_class: bool = False, is_comprehension: bool = False) -> None:
         self.parent = parent
         self.is_class = is_class
         self.is_comprehension = is_comprehension
         self.bindings: dict[str, str] = {}
+        self.candidates: dict[str, list[str]] | None = None
+        # A class body: what its methods assign to `self.<name>` (known targets only). A method body: the
+        # name of its instance parameter and the class's scope.
+        self.attributes: dict[str, list[str]] | None = None
+        self.instance: tuple[str, Scope] | None = None
         self.declared: dict[str, bool] | None = None
         # (name, node) for every binding the pre-pass met, in its order: see `sites_of`.
         self.sites: list[tuple[str, ast.AST]] = []
@@ -118,10 +142,25 @@ class Scope:
         """Record that this body binds `name` to `target` at `site`. Flow-insensitive: a known target is
         never replaced by `LOCAL`, so rebinding a name to an unknown value cannot hide an API."""
         scope = self if self.declared is None else self.home(name)
-        scope.sites.append((name, site))
-        if target == LOCAL and scope.bindings.get(name, LOCAL) != LOCAL:
+        if not scope.sites or scope.sites[-1] != (name, site):
+            scope.sites.append((name, site))  # once, though an assignment may bind each of several targets
+        previous = scope.bindings.get(name, LOCAL)
+        if target == LOCAL and previous != LOCAL:
             return
+        if previous not in (LOCAL, target):
+            if scope.candidates is None:
+                scope.candidates = {}
+            known = scope.candidates.setdefault(name, [previous])
+            if target not in known:
+                known.append(target)
         scope.bindings[name] = target
+
+    def targets(self, name: str) -> list[str]:
+        """Every known target this body binds `name` to (empty for a local value of unknown kind)."""
+        if self.candidates is not None and name in self.candidates:
+            return self.candidates[name]
+        target = self.bindings.get(name, LOCAL)
+        return [] if target == LOCAL else [target]
 
     def sites_of(self, name: str) -> list[ast.AST]:
         """Every node that binds `name` in this body, as the pre-pass met them (statement order, a `try`'s
@@ -174,6 +213,14 @@ class Scope:
         target = binder.bindings[name]
         return None if target == LOCAL else target
 
+    def lookup_all(self, name: str) -> list[str]:
+        """Every dotted name `name` may refer to in this body: each known binding of the scope `binder`
+        picks (`lookup`'s answer among them), empty for a local value or an unbound name."""
+        binder = self.binder(name)
+        if binder is None:
+            return [f"builtins.{name}"] if name in _BUILTINS else []
+        return binder.targets(name)
+
 
 def lookup_in(table: Mapping[Scope, Mapping[str, list[_T]]], name: str, scope: Scope) -> list[_T]:
     """What an analysis's `table` (scope -> name -> facts) holds for `name` as seen from `scope`: the
@@ -199,6 +246,8 @@ class ModuleNames:
         self.root = Scope(parent=None)
         self.scopes: dict[ScopeNode, Scope] = {}
         self._expression_scopes: dict[ExpressionScopeNode, Scope] = {}
+        # Each class's methods with an instance parameter, until `_instance_attribute` first reads them.
+        self._methods: dict[Scope, list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, Scope]]] = {}
         self._collect(tree.body, self.root)
 
     def scope_of(self, node: ScopeNode) -> Scope:
@@ -236,6 +285,44 @@ class ModuleNames:
             return self.resolve(node.value, scope)
         return None
 
+    def resolve_all(self, node: ast.expr, scope: Scope, *, attributes: bool = False) -> list[str]:
+        """Every dotted name `node` may refer to, one per combination of its names' candidate bindings
+        (`resolve`'s answer among them); empty when none is known. A value that may be an event loop
+        (`x or get_event_loop()`, `a if c else get_running_loop()`) is `LOOP`; with `attributes`, so is
+        `self.<name>` in a method when the class assigns or annotates `<name>` as a loop."""
+        if isinstance(node, ast.Name):
+            return scope.lookup_all(node.id)
+        if isinstance(node, ast.Attribute):
+            own = self._instance_attribute(node, scope) if attributes else []
+            bases = self.resolve_all(node.value, scope, attributes=attributes)
+            return list(dict.fromkeys([*own, *(f"{base}.{node.attr}" for base in bases)]))
+        if isinstance(node, ast.Call):
+            made = (FACTORIES.get(called) for called in self.resolve_all(node.func, scope, attributes=attributes))
+            return list(dict.fromkeys(kind for kind in made if kind is not None))
+        if isinstance(node, ast.NamedExpr):
+            return self.resolve_all(node.value, scope, attributes=attributes)
+        if isinstance(node, (ast.BoolOp, ast.IfExp)):
+            parts = node.values if isinstance(node, ast.BoolOp) else [node.body, node.orelse]
+            found = (self.resolve_all(part, scope, attributes=attributes) for part in parts)
+            return [LOOP] if any(LOOP in candidates for candidates in found) else []
+        return []
+
+    def _instance_attribute(self, node: ast.Attribute, scope: Scope) -> list[str]:
+        """`self.<name>` in a method: what the class's methods assign to it, or its class-body binding."""
+        if not isinstance(node.value, ast.Name):
+            return []
+        binder = scope.binder(node.value.id)
+        if binder is None or binder.instance is None or binder.instance[0] != node.value.id:
+            return []
+        if binder.targets(node.value.id):
+            return []  # the instance parameter rebound to something else
+        cls = binder.instance[1]
+        pending = self._methods.pop(cls, None)
+        for method, method_scope in pending or ():
+            self._collect_instance_attributes(method, method_scope, cls)
+        assigned = cls.attributes.get(node.attr, []) if cls.attributes is not None else []
+        return list(dict.fromkeys([*assigned, *cls.targets(node.attr)]))
+
     def absolute_module(self, level: int, module: str | None) -> str:
         """The module a `from ... import` names, with relative levels resolved against this module."""
         if level == 0:
@@ -269,6 +356,8 @@ class ModuleNames:
         elif isinstance(statement, ast.AnnAssign):
             if statement.value is not None:
                 self._bind_assignment(statement, [statement.target], statement.value, scope)
+            if isinstance(statement.target, ast.Name) and self._names_loop_type(statement.annotation, scope):
+                scope.bind(statement.target.id, LOOP, statement)
         elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
             scope.bind(statement.name, LOCAL, statement)
             inner = Scope(parent=scope)
@@ -277,6 +366,8 @@ class ModuleNames:
                 loop_typed = argument.annotation is not None and self._names_loop_type(argument.annotation, scope)
                 inner.bind(argument.arg, LOOP if loop_typed else LOCAL, argument)
             self._collect(statement.body, inner)
+            if scope.is_class:
+                self._method(statement, inner, scope)
         elif isinstance(statement, ast.ClassDef):
             scope.bind(statement.name, LOCAL, statement)
             inner = Scope(parent=scope, is_class=True)
@@ -308,6 +399,42 @@ class ModuleNames:
             self._bind_targets(case.pattern, scope, case)
             self._collect(case.body, scope)
 
+    def _method(self, method: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, cls: Scope) -> None:
+        """Note a method's instance parameter; what it assigns to it is read on first need (most modules never
+        ask, and reading every method's body would cost every parse)."""
+        positional = [*method.args.posonlyargs, *method.args.args]
+        is_static = any(isinstance(item, ast.Name) and item.id == "staticmethod" for item in method.decorator_list)
+        if positional and not is_static:
+            scope.instance = (positional[0].arg, cls)
+            self._methods.setdefault(cls, []).append((method, scope))
+
+    def _collect_instance_attributes(
+        self, method: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, cls: Scope
+    ) -> None:
+        """What a method assigns to `self.<name>` (its first parameter's attributes), for `_instance_attribute`."""
+        assert scope.instance is not None
+        instance = scope.instance[0]
+        for node in ast.walk(method):
+            value: ast.expr | None
+            if isinstance(node, ast.Assign):
+                targets, value, annotation = node.targets, node.value, None
+            elif isinstance(node, ast.AnnAssign):
+                targets, value, annotation = [node.target], node.value, node.annotation
+            else:
+                continue
+            for target in targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                    if target.value.id != instance:
+                        continue
+                    known = self.resolve_all(value, scope) if value is not None else []
+                    if annotation is not None and self._names_loop_type(annotation, scope):
+                        known = [*known, LOOP]
+                    if known:
+                        if cls.attributes is None:
+                            cls.attributes = {}
+                        slot = cls.attributes.setdefault(target.attr, [])
+                        slot.extend(name for name in known if name not in slot)
+
     def _names_loop_type(self, annotation: ast.expr, scope: Scope) -> bool:
         if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
             try:
@@ -320,10 +447,12 @@ class ModuleNames:
         )
 
     def _bind_assignment(self, statement: ast.stmt, targets: list[ast.expr], value: ast.expr, scope: Scope) -> None:
-        target_name = self.resolve(value, scope) if isinstance(value, (ast.Name, ast.Attribute, ast.Call)) else None
+        followed = (ast.Name, ast.Attribute, ast.Call, ast.BoolOp, ast.IfExp)
+        known = self.resolve_all(value, scope) if isinstance(value, followed) else []
         for target in targets:
             if isinstance(target, ast.Name):
-                scope.bind(target.id, target_name or LOCAL, statement)
+                for target_name in known or [LOCAL]:
+                    scope.bind(target.id, target_name, statement)
             else:
                 self._bind_targets(target, scope, statement)
 

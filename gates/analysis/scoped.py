@@ -82,6 +82,9 @@ class ScopedVisitor(ast.NodeVisitor):
     def resolve(self, node: ast.expr) -> str | None:
         return self.names.resolve(node, self.scope)
 
+    def resolve_all(self, node: ast.expr) -> list[str]:
+        return self.names.resolve_all(node, self.scope)
+
     def _spans_line(self, statement: ast.stmt) -> bool:
         lines = self.lines
         if lines is None:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from corral.gates.analysis.values import StaticValues
 from corral.gates.frameworks import arq, celery, corral, dramatiq, huey, procrastinate, rq, saq, taskiq
 from corral.gates.frameworks.base import Framework, JobKind
-from corral.gates.frameworks.walk import Dispatch, Finder
+from corral.gates.frameworks.walk import Dispatch, Finder, may_use_wrappers
+from corral.gates.source.prefilter import Source
 
 if TYPE_CHECKING:
     from corral.gates.analysis.context import FileContext
@@ -35,11 +36,20 @@ BY_NAME = {framework.name: framework for framework in FRAMEWORKS}
 _DISPATCH = Dispatch(FRAMEWORKS)
 
 
+def might_use_wrappers(source: Source) -> bool:
+    """`walk.may_use_wrappers` for these frameworks: the part of the CRL2 prefilter for wrapped decorators."""
+    return may_use_wrappers(source, _DISPATCH)
+
+
 def job_kinds(context: FileContext) -> list[JobKind]:
     """Every job kind the checked file declares (computed once per file, shared by the CRL2 rules)."""
     known = _BY_CONTEXT.get(context)
     if known is None:
-        finder = Finder(StaticValues.of(context), _DISPATCH, strict=context.config.strict)
+        source = Source(context.text.encode(), context.relpath)
+        follows_wrappers = may_use_wrappers(source, _DISPATCH)
+        finder = Finder(
+            StaticValues.of(context), _DISPATCH, strict=context.config.strict, follows_wrappers=follows_wrappers
+        )
         finder.walk(context.tree.body, context.names.root)
         known = _BY_CONTEXT[context] = finder.kinds
     return known

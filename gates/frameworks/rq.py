@@ -1,4 +1,5 @@
-"""RQ as a CRL2 framework: `@job(queue, timeout=...)` of `rq.decorators`.
+"""RQ as a CRL2 framework: `@job(queue, timeout=...)` of `rq.decorators`, and django-rq's `@job` (bare or
+called), which passes its arguments on to RQ's.
 
 The timeout is `timeout=` / `job_timeout=` or the third positional argument, in seconds or as a duration
 string (`"5m"`, `"1h"`). RQ's documented default (180 s) counts unless the job turns the limit off
@@ -21,15 +22,22 @@ _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 class Rq(Framework):
     name = "rq"
-    words = Words(packages=(b"rq",), declaring=(b"job",))
+    words = Words(packages=(b"rq", b"django_rq"), declaring=(b"job",))
     default_limit = 180.0
     no_limit_arguments = '("default", timeout=-1)'
-    decorators = frozenset({"rq.decorators.job"})
+    decorators = frozenset({"rq.decorators.job", "django_rq.job", "django_rq.decorators.job"})
 
     INVALID = (
         """
         from rq.decorators import job
         @job("low", timeout=-1)  # error: 2 CRL203 "rq: timeout=-1 (no limit)"
+        def crawl(url): ...
+        """,
+        """
+        from functools import partial
+        from rq.decorators import job
+        background = partial(job, "low", timeout=-1)
+        @background  # error: 2 CRL203 "through partial(job, ...) at"
         def crawl(url): ...
         """,
     )

@@ -2,7 +2,9 @@
 
 `Finder` walks a module's statements (skipping `if TYPE_CHECKING:` blocks) and hands each framework the
 nodes it claims: decorators by their dotted name or as methods of an object a call made, calls by their
-dotted name, every dict literal and every class. It owns what frameworks have in common: reading a limit
+dotted name, every dict literal and every class. A decorator that wraps a framework's own (a `partial` of it,
+a subclass, an instance already configured, a re-export through a project module) declares that framework's
+kinds with the arguments the wrapper presets (see `Wrapper`). It owns what frameworks have in common: reading a limit
 expression, the framework default (and strict mode's demand for an explicit limit), the body-only limit
 of `asyncio.timeout` / `asyncio.wait_for`, and the kinds found so far.
 """
@@ -11,8 +13,9 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from collections.abc import Callable, Sequence
-from typing import TypeVar, cast
+from typing import NamedTuple, TypeVar, cast
 
 from corral.gates.analysis.names import Scope, is_type_checking_test
 from corral.gates.analysis.values import Located, StaticValues, Unresolved
@@ -30,7 +33,11 @@ from corral.gates.frameworks.base import (
     keyword,
     shown,
 )
+from corral.gates.source.prefilter import Source
 
+PARTIALS = frozenset({"functools.partial"})
+# How many definitions a wrapper is followed through before the walk gives up on it.
+_FOLLOW_AT_MOST = 8
 ASYNC_TIMEOUTS = frozenset({"asyncio.timeout", "asyncio.timeouts.timeout"})
 WAIT_FOR = frozenset({"asyncio.wait_for", "asyncio.tasks.wait_for"})
 
@@ -44,6 +51,12 @@ class Dispatch:
         self.frameworks = tuple(frameworks)
         self.by_decorator: dict[str, Framework] = {}
         self.by_call: dict[str, Framework] = {}
+        # A project decorator is followed as a wrapper only through dotted names holding one of these words
+        # at the start of a word (`jobs`, `shared_task`, not `factory`), and only in a file `may_use_wrappers`
+        # admits (the CRL2 prefilter admits the same files).
+        words = b"|".join(dict.fromkeys(word for framework in self.frameworks for word in framework.words.declaring))
+        self.declaring_text = re.compile(r"(?<![A-Za-z])(?:" + words.decode() + ")")
+        self.declaring_bytes = re.compile(rb"(?<![A-Za-z])(?:" + words + rb")")
         for framework in self.frameworks:
             for name in framework.decorators:
                 self.by_decorator.setdefault(name, framework)
@@ -51,14 +64,40 @@ class Dispatch:
                 self.by_call.setdefault(name, framework)
 
 
+def may_use_wrappers(source: Source, dispatch: Dispatch) -> bool:
+    """Whether the file may use a framework decorator wrapped in another project module, as `Finder` follows
+    one: a decorator, and a declaring word in its imports (`from app.jobs import mail`) or in the package
+    its relative imports resolve in. The CRL2 prefilter admits these files; `Finder` follows wrappers out of
+    no other file, so skipping one hides nothing."""
+    if not source.has(b"@"):
+        return False
+    return dispatch.declaring_bytes.search(source.imports) is not None or any(
+        dispatch.declaring_text.search(part) is not None for part in source.package
+    )
+
+
+class Wrapper(NamedTuple):
+    """A decorator that stands for a framework's own: the arguments it presets (already folded to constants
+    where they are defined, when they are constants), the call of a framework decorator it already is (an
+    instance configured once, used bare), and the chain that leads to it, for the messages."""
+
+    framework: Framework
+    args: tuple[ast.expr, ...] = ()
+    keywords: tuple[ast.keyword, ...] = ()
+    configured: ast.Call | None = None
+    chain: tuple[str, ...] = ()
+    unreadable: str | None = None
+
+
 class Finder:
     """The job kinds of one module, found by one walk over it."""
 
-    def __init__(self, values: StaticValues, dispatch: Dispatch, *, strict: bool) -> None:
+    def __init__(self, values: StaticValues, dispatch: Dispatch, *, strict: bool, follows_wrappers: bool) -> None:
         self.values = values
         self.names = values.module.names
         self.dispatch = dispatch
         self.strict = strict
+        self.follows_wrappers = follows_wrappers
         self.kinds: list[JobKind] = []
         # Calls a framework already read as part of a declaration: the walk does not hand them out again.
         self.seen_calls: set[int] = set()
@@ -111,6 +150,10 @@ class Finder:
         framework = self.dispatch.by_decorator.get(called) if called is not None else None
         if framework is not None:
             framework.decorated(self, Decoration(decorator, call, function, scope, None))
+            return
+        wrapper = self._wrapper(target, scope, self.values, 0)
+        if wrapper is not None and wrapper.chain:
+            self._wrapped(wrapper, decorator, call, function, scope)
         elif isinstance(target, ast.Attribute):
             owner = self.values.definition(target.value, scope)
             if isinstance(owner, Unresolved) or not isinstance(owner.node, ast.Call):
@@ -122,6 +165,110 @@ class Finder:
                 if framework.owns_method(made, target.attr):
                     framework.decorated(self, Decoration(decorator, call, function, scope, owner))
                     return
+
+    # -- wrappers of a framework's decorator ---------------------------------------------------
+
+    def _wrapper(self, node: ast.AST, scope: Scope | None, values: StaticValues, depth: int) -> Wrapper | None:
+        """The framework decorator `node` (evaluated by `values`) stands for, None when it is none."""
+        if depth > _FOLLOW_AT_MOST or not isinstance(node, ast.expr):
+            return None
+        dotted = values.dotted(node, scope)
+        if dotted is not None:
+            # Out of the checked file only through a name that says job, task... (the prefilter's promise).
+            leaves_file = values is self.values and dotted not in self.dispatch.by_decorator
+            if leaves_file and not (self.follows_wrappers and self.dispatch.declaring_text.search(dotted) is not None):
+                return None
+            return self._wrapper_of_dotted(dotted, values, depth)
+        located = values.definition(node, scope)
+        if isinstance(located, Unresolved) or located.node is node:
+            return None
+        return self._wrapper_of(located, depth + 1)
+
+    def _wrapper_of_dotted(self, dotted: str, values: StaticValues, depth: int) -> Wrapper | None:
+        framework = self.dispatch.by_decorator.get(dotted)
+        if framework is not None:
+            return Wrapper(framework)
+        module_name, _, name = dotted.rpartition(".")
+        module = values.project.module(module_name) if module_name and depth < _FOLLOW_AT_MOST else None
+        bindings = module.bindings.get(name, []) if module is not None else []
+        if module is None or len(bindings) != 1:
+            return None
+        (binding,) = bindings
+        inner = values.for_module(module)
+        if isinstance(binding, (ast.Import, ast.ImportFrom)):
+            target = module.names.root.lookup(name)
+            found = self._wrapper_of_dotted(target, inner, depth + 1) if target is not None else None
+            if found is None:
+                return None
+            return found._replace(chain=(f"{target} re-exported by {inner.where(binding)}", *found.chain))
+        return self._wrapper_of(Located(binding, inner), depth + 1)
+
+    def _wrapper_of(self, located: Located, depth: int) -> Wrapper | None:
+        node, values = located.node, located.values
+        if isinstance(node, ast.Call):
+            if values.dotted(node.func) in PARTIALS and node.args:
+                inner = self._wrapper(node.args[0], None, values, depth + 1)
+                if inner is None or inner.configured is not None:
+                    return None
+                keywords = {item.arg: item for item in inner.keywords}
+                keywords.update((item.arg, _folded_keyword(item, values)) for item in node.keywords)
+                return inner._replace(
+                    args=(*inner.args, *(_folded(argument, values) for argument in node.args[1:])),
+                    keywords=tuple(keywords.values()),
+                    chain=(*inner.chain, f"partial({ast.unparse(node.args[0])}, ...) at {values.where(node)}"),
+                )
+            inner = self._wrapper(node.func, None, values, depth + 1)
+            if inner is None or inner.configured is not None or inner.unreadable is not None:
+                return None
+            configured = ast.Call(
+                func=node.func,
+                args=[*inner.args, *(_folded(argument, values) for argument in node.args)],
+                keywords=[*inner.keywords, *(_folded_keyword(item, values) for item in node.keywords)],
+            )
+            step = f"{ast.unparse(node.func)}(...) configured at {values.where(node)}"
+            return inner._replace(configured=ast.copy_location(configured, node), chain=(*inner.chain, step))
+        if isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                inner = self._wrapper(base, None, values, depth + 1)
+                if inner is not None and inner.configured is None:
+                    steps = (*inner.chain, f"class {node.name}({ast.unparse(base)}) at {values.where(node)}")
+                    if any(isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) for item in node.body):
+                        unreadable = f"{node.name} overrides methods of {ast.unparse(base)}: its limit cannot be read"
+                        return inner._replace(chain=steps, unreadable=unreadable)
+                    return inner._replace(chain=steps)
+            return None
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            return self._wrapper(node, None, values, depth + 1)
+        return None
+
+    def _wrapped(
+        self, wrapper: Wrapper, decorator: ast.expr, call: ast.Call | None, function: Function, scope: Scope
+    ) -> None:
+        framework, chain = wrapper.framework, "; ".join(wrapper.chain)
+        if wrapper.unreadable is not None:
+            self.fail(framework, decorator, function, UNRESOLVED, f"{wrapper.unreadable} ({chain})")
+            return
+        if wrapper.configured is not None:
+            if call is not None:
+                return  # a configured decorator called again is not a declaration the gate knows
+            merged = wrapper.configured
+        else:
+            keywords = {item.arg: item for item in wrapper.keywords}
+            if call is not None:
+                keywords.update((item.arg, item) for item in call.keywords if item.arg is not None)
+                given = [item for item in call.keywords if item.arg is None]
+            else:
+                given = []
+            args = [*wrapper.args, *(call.args if call is not None else ())]
+            merged = ast.copy_location(
+                ast.Call(func=decorator, args=args, keywords=[*keywords.values(), *given]), decorator
+            )
+        found = len(self.kinds)
+        framework.decorated(self, Decoration(decorator, merged, function, scope, None))
+        for index in range(found, len(self.kinds)):
+            kind = self.kinds[index]
+            if kind.problem is not None:
+                self.kinds[index] = kind._replace(problem=f"{kind.problem} (through {chain})")
 
     def imports(self, package: str) -> bool:
         """Whether the module binds a name to `package` or one of its modules."""
@@ -261,3 +408,19 @@ class Finder:
                 if delay is not None:
                     return self.limit(delay, scope, "timeout")
         return UNSET
+
+
+def _folded(node: ast.expr, values: StaticValues) -> ast.expr:
+    """A preset argument as a constant when its own module gives it one (it is read where it is used);
+    otherwise the expression itself."""
+    text = values.string(node)
+    if isinstance(text, str):
+        return ast.copy_location(ast.Constant(text), node)
+    number = values.number(node)
+    if not isinstance(number, Unresolved):
+        return ast.copy_location(ast.Constant(number), node)
+    return node
+
+
+def _folded_keyword(item: ast.keyword, values: StaticValues) -> ast.keyword:
+    return ast.keyword(arg=item.arg, value=_folded(item.value, values)) if item.arg is not None else item

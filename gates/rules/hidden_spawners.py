@@ -55,6 +55,8 @@ _HEAD = re.compile(rb"(?:" + WHITESPACE + rb"|\(|" + _COMMENT + rb")*(" + NAME +
 _BINDS = re.compile(
     rb"(?:(?:" + WHITESPACE + rb"|" + _COMMENT + rb")*(:)(?!=)|(?:" + WHITESPACE + rb"|\)|" + _COMMENT + rb")*=(?!=))"
 )
+# A value choosing between operands, each of which may be a loop (`names.py` follows `or`/`and`/`if`).
+_CHOICE = re.compile(rb"(?<![\w\x80-\xff])(?:or|and|if)(?![\w\x80-\xff])")
 # Packages whose own modules reach spawner modules through relative imports.
 _SPAWNER_PACKAGES = frozenset(module.partition(".")[0] for module in SPAWNER_MODULES if "." in module)
 # How many names the prefilter follows through assignments before it gives up and admits the file.
@@ -157,9 +159,9 @@ def _start(match: re.Match[bytes]) -> int:
 
 
 def _names_bound_from(lines: Lines, name: bytes) -> Iterator[bytes | None]:
-    """The names `name`'s bindings may resolve through: the heads of each assigned value (`name = x.y`,
-    `name = f()`, `name = (a := b)`) and every name of each annotation (`name: AbstractEventLoop`); None
-    for a binding too long to read."""
+    """The names `name`'s bindings may resolve through: every name of each assigned value (`name = x.y`,
+    `name = f()`, `name = (a := b)`, `name = a or f()`) and every name of each annotation
+    (`name: AbstractEventLoop`); None for a binding too long to read."""
     data = lines.data
     position = data.find(name)
     while position != -1:
@@ -181,6 +183,12 @@ def _names_bound_from(lines: Lines, name: bytes) -> Iterator[bytes | None]:
                 yield from WORD.findall(value)
         else:
             yield from _heads(data, binding.end())
+            # `loop = loop or asyncio.get_event_loop()`, `a if c else ...`: any name of the value may lead on.
+            value = lines.rest(binding.end())
+            if value is None:
+                yield None
+            elif _CHOICE.search(value):
+                yield from WORD.findall(value)
         position = data.find(name, end)
 
 
@@ -249,8 +257,8 @@ class HiddenSpawners(Rule, ScopedVisitor):
         words.update(
             alias
             for scope in (context.names.root, *context.names.scopes.values())
-            for alias, target in scope.bindings.items()
-            if target in hiders
+            for alias in scope.bindings
+            if any(target in hiders for target in scope.targets(alias))
         )
         ScopedVisitor.__init__(self, context.names, lines_mentioning(context.text, words))
         self.found: list[Finding] = []
@@ -275,10 +283,11 @@ class HiddenSpawners(Rule, ScopedVisitor):
         self.found.append(self.context.finding(node, self.HIDDEN, message))
 
     def visit_Call(self, node: ast.Call) -> None:
-        called = self.resolve(node.func)
-        if called == "builtins.getattr" and len(node.args) >= 2:
-            module = self.resolve(node.args[0])
-            if module in SPAWNER_MODULES:
+        candidates = self.resolve_all(node.func)
+        importer = next((name for name in candidates if name in DYNAMIC_IMPORTS), None)
+        if "builtins.getattr" in candidates and len(node.args) >= 2:
+            module = next((name for name in self.resolve_all(node.args[0]) if name in SPAWNER_MODULES), None)
+            if module is not None:
                 attribute = node.args[1]
                 shown = display_name(module)
                 if not (isinstance(attribute, ast.Constant) and isinstance(attribute.value, str)):
@@ -288,7 +297,7 @@ class HiddenSpawners(Rule, ScopedVisitor):
                     )
                 elif spawner_kind(f"{module}.{attribute.value}") is not None:
                     self._report(node, f"getattr({shown}, {attribute.value!r}) hides a spawner {_ADVICE}")
-        elif called in DYNAMIC_IMPORTS and node.args:
+        elif importer is not None and node.args:
             target = node.args[0]
             # `<loop>` stands for an event loop in the table, never for a module.
             if isinstance(target, ast.Constant) and target.value in SPAWNER_MODULES and target.value != "<loop>":

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.frameworks import FRAMEWORKS, job_kinds
+from corral.gates.frameworks import FRAMEWORKS, job_kinds, might_use_wrappers
 from corral.gates.frameworks.base import OTHER, UNRESOLVED
 from corral.gates.rules.base import Rule, json_fields, record_fact
 from corral.gates.source.prefilter import Source
@@ -43,9 +43,11 @@ def might_declare_jobs(source: Source) -> bool:
     """False only when no job kind can be declared in the file: the prefilter of every CRL2 rule."""
     if source.imports_any(*_ALWAYS_READ):
         return True
-    if not source.has(*_DECLARING_WORDS):
-        return False
-    return source.imports_any(*_PACKAGES) or (source.has(*_METHOD_WORDS) and _names_a_method(source.data))
+    declares = source.has(*_DECLARING_WORDS)
+    if declares and (source.imports_any(*_PACKAGES) or (source.has(*_METHOD_WORDS) and _names_a_method(source.data))):
+        return True
+    # A decorator wrapping a framework's own in another project module (`walk.Finder` follows one only here).
+    return source.holds(might_use_wrappers)
 
 
 def _names_a_method(data: bytes) -> bool:

@@ -2,16 +2,23 @@
 
 Importing it by name, naming it as an attribute, calling it, subclassing it, passing it as a value or a
 default: each is a finding, because each is a way for domain code to start work nobody bounds or stops.
+So is the same reference to a spawner a project module re-exports under the spawner's own name (`from
+app.infra.compat import Thread`, where compat says `from threading import Thread`), in a file whose imports
+name a spawner: infra may own threads,
+it may not hand the raw class out. The message names where it came from. A function or class the project
+defines (an infra helper that starts the thread itself) is not followed.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from typing import ClassVar
 
 from corral.gates.analysis.context import FileContext
 from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning
+from corral.gates.analysis.values import StaticValues
 from corral.gates.config import Config
 from corral.gates.findings import Finding
 from corral.gates.knowledge import spawners
@@ -27,6 +34,15 @@ from corral.gates.rules.base import Rule
 from corral.gates.source.prefilter import Source
 
 ADVICE = "outside infra; enqueue a job or call an infra helper instead"
+# A re-export is followed only under a spawner's own name, and only in a file whose imports name one.
+LEAF_NAMES = frozenset(name.decode() for name in SPAWNER_NAMES)
+_SPAWNER_WORD = re.compile(rb"(?<![\w\x80-\xff])(?:" + rb"|".join(sorted(SPAWNER_NAMES)) + rb")(?![\w\x80-\xff])")
+
+
+def may_use_reexports(source: Source) -> bool:
+    """Whether the file's imports name a spawner (`from app.infra.compat import Thread`): the only files
+    where the rule follows a re-export, so the prefilter admits them and skipping any other hides nothing."""
+    return source.imports_any(*SPAWNER_NAMES) and _SPAWNER_WORD.search(source.imports) is not None
 
 
 class UnmanagedConcurrency(Rule, ScopedVisitor):
@@ -159,11 +175,15 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         words.update(
             alias
             for scope in (context.names.root, *context.names.scopes.values())
-            for alias, target in scope.bindings.items()
-            if spawner_kind(target, self.extra) is not None
+            for alias in scope.bindings
+            if any(
+                spawner_kind(target, self.extra) is not None or target.rpartition(".")[2] in LEAF_NAMES
+                for target in scope.targets(alias)
+            )
         )
         ScopedVisitor.__init__(self, context.names, lines_mentioning(context.text, words))
         self.found: list[Finding] = []
+        self.follows_reexports = may_use_reexports(Source(context.text.encode(), context.relpath))
 
     @classmethod
     def code_for(cls, name: str | None, extra: tuple[str, ...] = ()) -> str | None:
@@ -178,12 +198,12 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
             module, _, leaf = name.rpartition(".")
             if source.has_word(leaf.encode()) and may_import(source, module):
                 return True
-        if not source.holds(imports_spawner_module):
-            return False
-        return any(
+        if source.holds(imports_spawner_module) and any(
             any(may_import(source, package) for package in packages) and source.has_word(name)
             for name, packages in SPAWNER_NAMES.items()
-        )
+        ):
+            return True
+        return source.holds(may_use_reexports)
 
     def check(self) -> Iterator[Finding]:
         self.visit(self.context.tree)
@@ -192,15 +212,32 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
     def _report(self, node: ast.AST, name: str, code: str) -> None:
         self.found.append(self.context.finding(node, code, f"{display_name(name)} {ADVICE}"))
 
+    def _reexported(self, node: ast.AST, names: list[str], shown: str) -> bool:
+        """Report `node` when one of `names` is a spawner re-exported by project modules; False when none is."""
+        for name in names:
+            if not self.follows_reexports or name.rpartition(".")[2] not in LEAF_NAMES:
+                continue
+            origins = StaticValues.of(self.context).project.origins(name)
+            for origin, chain in origins or ():
+                code = self.code_for(origin, self.extra)
+                if code is not None:
+                    message = f"{shown} ({display_name(origin)} re-exported by {', '.join(chain)}) {ADVICE}"
+                    self.found.append(self.context.finding(node, code, message))
+                    return True
+        return False
+
     def _check_reference(self, node: ast.Name | ast.Attribute) -> bool:
         if not isinstance(node.ctx, ast.Load):
             return False
-        name = self.resolve(node)
-        code = self.code_for(name, self.extra)
-        if code is None or name is None:
-            return False
-        self._report(node, name, code)
-        return True
+        # Any candidate binding that is a spawner makes the reference one (`threading` bound to both
+        # `threading` and `dummy_threading` by a try/except import).
+        candidates = self.names.resolve_all(node, self.scope, attributes=True)
+        for name in candidates:
+            code = self.code_for(name, self.extra)
+            if code is not None:
+                self._report(node, name, code)
+                return True
+        return self._reexported(node, candidates, ast.unparse(node))
 
     def visit_Name(self, node: ast.Name) -> None:
         self._check_reference(node)
@@ -216,3 +253,5 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
             code = self.code_for(name, self.extra)
             if code is not None:
                 self._report(alias, name, code)
+            elif origin:
+                self._reexported(alias, [name], alias.name)

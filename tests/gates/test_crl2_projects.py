@@ -156,3 +156,24 @@ def test_fix_rejects_a_bad_number(project) -> None:
     completed = run_corral("fix", "--add-timeouts", "-3", cwd=root)
     assert completed.returncode == 2
     assert "positive number of seconds" in completed.stderr
+
+
+def test_rq_job_decorators_wrapped_by_the_project(copy) -> None:
+    root = copy("rq_wrappers")
+    completed = run_corral("check", cwd=root)
+    assert finding_lines(completed.stdout) == [
+        "shop/domain/relative.py:8:5: CRL210",
+        "shop/domain/tasks.py:6:2: CRL203",
+        "shop/domain/tasks.py:12:5: CRL210",
+        "shop/domain/tasks.py:15:2: CRL203",
+    ]
+    # Each failure names the chain to RQ's decorator; the preset limit is read where it is defined.
+    assert "(through django_rq.job re-exported by shop/jobs.py:5)" in completed.stdout
+    assert "(through partial(rq_job, ...) at shop/jobs.py:13)" in completed.stdout
+    assert "not shorter than the 30 s timeout of job 'notify'" in completed.stdout
+    # The wrapper's module is a dependency of the files using it: a changed preset changes their verdict.
+    jobs = root / "shop" / "jobs.py"
+    jobs.write_text(jobs.read_text().replace('"bulk", timeout=-1', '"bulk", timeout=60'))
+    (root / "shop" / "settings.py").write_text("JOB_TIMEOUT = 90\n")
+    completed = run_corral("check", cwd=root)
+    assert finding_lines(completed.stdout) == ["shop/domain/tasks.py:6:2: CRL203", "shop/domain/tasks.py:12:5: CRL210"]

@@ -24,6 +24,7 @@ from corral.gates.rules.job_timeouts import JobTimeouts
 from corral.gates.rules.network_in_transaction import NetworkInTransaction
 from corral.gates.rules.unmanaged_concurrency import UnmanagedConcurrency
 from corral.gates.source.prefilter import Source
+from expectations import FIXTURES as FIXTURES_ROOT
 from expectations import example_source, read_expectations, rule_fixture_folders
 
 CONFIG = Config(root=Path("/project"), extend_spawners=("gevent.spawn", "myapp.tasks.spawn"))
@@ -46,6 +47,17 @@ def test_fixtures(fixture: Path) -> None:
         config = expectations.config(variant)
         config = config._replace(extend_spawners=(*config.extend_spawners, *CONFIG.extend_spawners))
         assert_prefilter_hides_nothing(f"app/{fixture.name}", fixture.read_bytes(), config)
+
+
+# Projects whose findings come from other modules: a job decorator wrapped there, a spawner re-exported there,
+# used in files that never name the framework or the spawner's module.
+PROJECTS = [FIXTURES_ROOT / "crl2_projects" / "rq_wrappers", FIXTURES_ROOT / "crl1_projects" / "reexports"]
+PROJECT_FILES = [(root, path) for root in PROJECTS for path in sorted(root.rglob("*.py"))]
+
+
+@pytest.mark.parametrize(("root", "path"), PROJECT_FILES, ids=lambda item: item.name)
+def test_projects(root: Path, path: Path) -> None:
+    assert_prefilter_hides_nothing(path.relative_to(root).as_posix(), path.read_bytes(), CONFIG._replace(root=root))
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
@@ -293,7 +305,7 @@ RULED_OUT = [
     (HiddenSpawners, "import threading\ntry:\n    pass\nexcept Exception as error:\n    getattr(error, 'args')\n"),
     (HiddenSpawners, "import asyncio\nfrom concurrent import futures\nvalue = getattr(options, 'timeout')\n"),
     (UnmanagedConcurrency, "import threading\nlock = threading.Lock()\n"),
-    (UnmanagedConcurrency, "import asyncio\nfrom .models import Process\n"),
+    (UnmanagedConcurrency, "import asyncio\nfrom .models import ProcessLog\n"),
     # The words only inside longer names: no scope can be opened.
     (NetworkInTransaction, "from urllib.parse import quote as urlquote\nlog.transactions_seen(beginning)\n"),
     (NetworkInTransaction, "from .client import DatabaseClient\nDatabaseClient().atomically_applied()\n"),

@@ -183,3 +183,33 @@ def test_sites_of_lists_every_candidate_binding_a_reference_sees() -> None:
     assert binder is names.root
     assert [type(site).__name__ for site in binder.sites_of("spawn")] == ["alias", "Assign", "For"]
     assert names.root.bindings["spawn"] == "asyncio"
+
+
+def test_a_name_bound_to_several_known_names_resolves_to_each() -> None:
+    tree = ast.parse(
+        textwrap.dedent(
+            """
+            try:
+                import threading
+            except ImportError:
+                import dummy_threading as threading
+            worker = threading.Thread
+            worker = make_worker()
+            single = threading.Lock
+            """
+        )
+    )
+    names = ModuleNames(tree, "app.module")
+    root = names.root
+    assert root.lookup_all("threading") == ["threading", "dummy_threading"]
+    # An alias of a name with several bindings has one candidate per binding; an unknown value adds none.
+    assert root.lookup_all("worker") == ["threading.Thread", "dummy_threading.Thread"]
+    assert [type(site).__name__ for site in root.sites_of("worker")] == ["Assign", "Assign"]
+    assert names.resolve_all(ast.parse("single()", mode="eval").body, root) == []
+    assert names.resolve_all(ast.parse("threading.Timer", mode="eval").body, root) == [
+        "threading.Timer",
+        "dummy_threading.Timer",
+    ]
+    # The single answer `resolve` gives is one of them; a local value has no candidates.
+    assert names.resolve(ast.parse("threading", mode="eval").body, root) in root.lookup_all("threading")
+    assert root.lookup_all("undefined_name") == []

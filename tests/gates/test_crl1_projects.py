@@ -1,0 +1,51 @@
+"""CRL1 across modules, through the real command: spawners re-exported by project modules, reported where
+they are used, and the infra helpers that stay the escape."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from conftest import run_corral
+from expectations import FIXTURES
+
+ORIGIN = "(threading.Thread re-exported by app/infra/compat.py:4)"
+
+
+def test_reexported_spawners_are_reported_at_each_use_with_their_origin(tmp_path: Path) -> None:
+    root = tmp_path / "reexports"
+    shutil.copytree(FIXTURES / "crl1_projects" / "reexports", root)
+    completed = run_corral("check", cwd=root)
+    assert completed.returncode == 1
+    found = [line.split(" outside infra")[0] for line in completed.stdout.splitlines()[:-1]]
+    assert found == [
+        f"app/domain/orders.py:2:30: CRL101 Thread {ORIGIN}",
+        "app/domain/orders.py:2:38: CRL103 ThreadPoolExecutor "
+        "(concurrent.futures.ThreadPoolExecutor re-exported by app/infra/compat.py:7)",
+        "app/domain/orders.py:3:30: CRL104 create_task (asyncio.create_task re-exported by app/infra/compat.py:11)",
+        "app/domain/orders.py:6:22: CRL101 Thread "
+        "(threading.Thread re-exported by app/shared.py:1, app/infra/compat.py:4)",
+        f"app/domain/orders.py:10:5: CRL101 Thread {ORIGIN}",
+        "app/domain/orders.py:11:12: CRL103 ThreadPoolExecutor "
+        "(concurrent.futures.ThreadPoolExecutor re-exported by app/infra/compat.py:7)",
+        f"app/domain/orders.py:12:5: CRL101 compat.Thread {ORIGIN}",
+        "app/domain/orders.py:13:5: CRL104 spawn (asyncio.create_task re-exported by app/infra/compat.py:11)",
+        "app/domain/orders.py:14:5: CRL101 SharedThread "
+        "(threading.Thread re-exported by app/shared.py:1, app/infra/compat.py:4)",
+        f"app/shared.py:1:30: CRL101 Thread {ORIGIN}",
+    ]
+    # The infra helpers (start_worker, the project's own Process class) are not findings.
+    assert "orders.py:15:" not in completed.stdout and "orders.py:16:" not in completed.stdout
+
+    # Infra turns Thread into a helper of its own: the cached verdicts of the modules using it follow.
+    compat = root / "app" / "infra" / "compat.py"
+    compat.write_text(
+        compat.read_text().replace(
+            "from threading import Thread\n",
+            "import threading\n\n\nclass Thread:\n    def __init__(self, target):\n"
+            "        threading.Thread(target=target).start()\n",
+        )
+    )
+    completed = run_corral("check", cwd=root)
+    assert "CRL101" not in completed.stdout
+    assert "CRL103" in completed.stdout and "CRL104" in completed.stdout
