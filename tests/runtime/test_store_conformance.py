@@ -542,3 +542,18 @@ def test_prune_done_deletes_only_done_jobs_older_than_asked(make_store: StoreFac
         assert await store.prune_done(older_than=0) == 0
 
     drive(make_store, scenario)
+
+
+def test_a_free_key_is_leased_while_the_pruner_deletes_free_slot_rows(make_store: StoreFactory) -> None:
+    """The pruner deletes unused slot rows; a lease taken at the same moment on a new key must not lose
+    the rows it just made (it did on PostgreSQL: a free key refused its lease)."""
+
+    async def scenario(store: Store) -> None:
+        for index in range(40):
+            leased, _ = await asyncio.gather(
+                store.acquire_key_lease("q", f"key-{index}", holder=7, limit=2, seconds=60),
+                store.prune_done(older_than=3600),
+            )
+            assert leased, f"key-{index}"
+
+    drive(make_store, scenario)

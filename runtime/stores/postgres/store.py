@@ -468,9 +468,10 @@ class PostgresStore:
         if holder in self._leased_by_claim:
             self._leased_by_claim.discard(holder)
             return True  # the claim took this job's slot a moment ago, for the job's whole lease
-        async with self._cursor() as cur:
-            # The key's rows first (no-op once they exist), then take a free slot: each statement is
-            # its own short transaction, and no lock outlives it.
+        async with self._transaction() as cur:
+            # The key's rows first (no-op once they exist), then take a free slot, in one short
+            # transaction: rows it made are not yet visible to the pruner, which deletes free rows, so it
+            # cannot delete them between the two statements (it did: a free key refused its lease).
             await cur.execute(self._sql["lease_rows"], (queue, key, limit))
             await cur.execute(self._sql["lease_take"], (holder, seconds, queue, key, limit, holder))
             return await cur.fetchone() is not None
