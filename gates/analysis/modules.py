@@ -29,8 +29,9 @@ MISSING: Dependency = (0, -1, "")
 # A dependency key starting with this marks a project scan ("which files contain these bytes").
 SCAN_PREFIX = "*scan:"
 _SOURCE_ROOTS = ("", "src/")
-# How many project modules a re-export is followed through before it is given up (a cycle, say).
-_REEXPORTS_AT_MOST = 8
+# How many project modules a re-export is followed through before it is given up (a cycle, say); CRL1's
+# origins and CRL401's callees share it.
+MAX_REEXPORTS = 8
 
 
 class ModuleInfo:
@@ -249,7 +250,7 @@ class ProjectModules:
             name, rest = parts[cut], parts[cut + 1 :]
             root = module.names.root
             sites = root.sites_of(name)
-            if depth >= _REEXPORTS_AT_MOST or not sites:
+            if depth >= MAX_REEXPORTS or not sites:
                 return []
             where = f"{module.relpath}:{getattr(sites[0], 'lineno', 1)}"
             found: list[tuple[str, tuple[str, ...]]] = []

@@ -19,12 +19,10 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from corral.gates.analysis.modules import ModuleInfo, ProjectModules
+from corral.gates.analysis.modules import MAX_REEXPORTS, ModuleInfo, ProjectModules
 from corral.gates.analysis.names import LOCAL, Scope
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
-# Re-exports followed from one module to the next before the gate gives up on a name.
-MAX_REEXPORTS = 8
 
 
 class Callee(NamedTuple):
