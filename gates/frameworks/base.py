@@ -18,7 +18,7 @@ from corral.gates.analysis.names import Scope
 from corral.gates.analysis.values import Located, StaticValues, Unresolved
 
 if TYPE_CHECKING:
-    from corral.gates.frameworks.walk import Finder
+    from corral.gates.frameworks.walk import Finder, Made
 
 # The code of a failing kind whose framework has no code of its own, and of a limit the gate cannot read.
 OTHER, UNRESOLVED = "CRL203", "CRL204"
@@ -73,13 +73,15 @@ class Words(NamedTuple):
 
 class Decoration(NamedTuple):
     """A decorator on a function: the whole decorator, its call (None when bare), the function, the scope the
-    decorator is evaluated in, and the object whose method it is when it is one (`app` of `@app.task`)."""
+    decorator is evaluated in, the object whose method it is when it is one (the `Celery(...)` call of
+    `@app.task`), and the calls of the project factory functions that object was made through."""
 
     node: ast.expr
     call: ast.Call | None
     function: Function
     scope: Scope
     owner: Located | None
+    factories: tuple[Located, ...] = ()
 
 
 class Framework:
@@ -103,6 +105,9 @@ class Framework:
     decorators: ClassVar[frozenset[str]] = frozenset()
     # Dotted names of the calls that declare a kind (`called` reads them).
     calls: ClassVar[frozenset[str]] = frozenset()
+    # Names of the methods whose calls declare a kind on an object one of its calls made (`app.register_task`,
+    # `queue.enqueue`; `owns_call` says which, `method_called` reads them). Also in `words.methods`.
+    call_methods: ClassVar[frozenset[str]] = frozenset()
     # Rule examples (see `corral.gates.rules.base.Rule`), joined into the CRL2 rule's own.
     VALID: ClassVar[tuple[str, ...]] = ()
     INVALID: ClassVar[tuple[str, ...]] = ()
@@ -111,11 +116,18 @@ class Framework:
         """Whether `@x.<attribute>` declares a kind of this framework when `x` was made by a call to `made`."""
         return False
 
+    def owns_call(self, made: str, attribute: str) -> bool:
+        """Whether a call of `x.<attribute>(...)` declares a kind of this framework when `x` was made by `made`."""
+        return False
+
     def decorated(self, finder: Finder, site: Decoration) -> None:
         """A decorator in `decorators`, or a method `owns_method` claims."""
 
     def called(self, finder: Finder, call: ast.Call, scope: Scope) -> None:
         """A call to one of `calls`, not already read as part of another declaration."""
+
+    def method_called(self, finder: Finder, call: ast.Call, scope: Scope, made: Made) -> None:
+        """A call of a method `owns_call` claims."""
 
     def mapping(self, finder: Finder, node: ast.Dict, scope: Scope) -> None:
         """Every dict literal of the module (settings given as a dict)."""

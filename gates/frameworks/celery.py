@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from corral.gates.analysis.names import Scope
 from corral.gates.analysis.values import Located, StaticValues, Unresolved
@@ -19,26 +20,33 @@ from corral.gates.frameworks.base import (
     UNSET,
     Decoration,
     Framework,
+    Function,
     Limit,
     Words,
     has_double_star,
     keyword,
     string_keyword,
 )
-from corral.gates.frameworks.walk import Finder
+from corral.gates.frameworks.walk import Finder, Made, local_names_of, returned_call
 
+# The settings read, and their names before Celery 4 (the names a configuration object may still use).
+TASK_TIME_LIMIT, ANNOTATIONS_SETTING, TIME_LIMIT = "task_time_limit", "task_annotations", "time_limit"
+OLD_NAMES = {TASK_TIME_LIMIT: "CELERYD_TASK_TIME_LIMIT", ANNOTATIONS_SETTING: "CELERY_ANNOTATIONS"}
+# How many base classes a task class's time_limit is looked up through.
+_CLASSES_AT_MOST = 16
 APPS = frozenset({"celery.Celery", "celery.app.Celery", "celery.app.base.Celery"})
 SHARED = frozenset({"celery.shared_task", "celery.app.shared_task", "celery.current_app.task"})
 TASK_CLASSES = frozenset({"celery.Task", "celery.app.task.Task", "celery.task.Task"})
 # Where a task's limit comes from when not from its decorator.
-BASE_CLASS, APP_CONFIG = "base class", "app config"
+BASE_CLASS, APP_CONFIG, ANNOTATIONS = "base class", "app config", "task annotations"
 
 
 class Celery(Framework):
     name = "celery"
     code = "CRL202"
     summary = "a Celery task without a hard time_limit (decorator, base class or app configuration)"
-    words = Words(packages=(b"celery",), declaring=(b"task",), methods=("task",))
+    words = Words(packages=(b"celery",), declaring=(b"task",), methods=("task", "register_task"))
+    call_methods = frozenset({"register_task"})
     no_limit_arguments = "(time_limit=0)"
     fix_keyword = "time_limit"
     decorators = SHARED
@@ -64,10 +72,15 @@ class Celery(Framework):
     def owns_method(self, made: str, attribute: str) -> bool:
         return made in APPS and attribute == "task"
 
+    def owns_call(self, made: str, attribute: str) -> bool:
+        return made in APPS and attribute == "register_task"
+
     def decorated(self, finder: Finder, site: Decoration) -> None:
-        decorator, call, function, scope, app = site
+        decorator, call, function, scope = site.node, site.call, site.function, site.scope
         values = finder.values
-        name = (string_keyword(call, "name", values, scope) if call is not None else None) or function.name
+        given = string_keyword(call, "name", values, scope)
+        name = given or function.name
+        named = given is not None or call is None or keyword(call, "name") is None
         queue = string_keyword(call, "queue", values, scope) if call is not None else None
         if call is not None and has_double_star(call) and keyword(call, "time_limit") is None:
             problem = f"task {name}: time_limit may come from **kwargs, which the gate cannot read"
@@ -80,42 +93,105 @@ class Celery(Framework):
         base = keyword(call, "base") if call is not None else None
         if base is not None:
             steps.append((BASE_CLASS, self._class_limit(finder, base.value, scope, values)))
-        for source, limit in steps:
-            if limit.unresolved is not None:
-                problem = f"time_limit {limit.unresolved}"
-                finder.fail(self, decorator, function, UNRESOLVED, problem, name=name, queue=queue)
-                return
-            if limit.off is not None:
-                finder.fail(self, decorator, function, self.code, f"task {name}: {limit.off}", name=name, queue=queue)
-                return
-            if limit.seconds is not None:
-                finder.add(self, decorator, function, timeout=limit.seconds, source=source, name=name, queue=queue)
-                return
-        apps = [app] if app is not None else finder.memo("celery apps", lambda: _project_apps(finder.values))
-        if not apps:
+        # Celery names a task `<module>.<function>` unless it is given a name (celery/app/base.py, gen_task_name).
+        qualified = (given or f"{values.module.names.module}.{function.name}") if named else None
+        task = _Task(decorator, function, name, qualified, queue)
+        apps = [_App(site.owner, site.factories)] if site.owner is not None else self._project_apps(finder)
+        self._declare(finder, task, next((step for step in steps if step[1] != UNSET), None), apps)
+
+    def method_called(self, finder: Finder, call: ast.Call, scope: Scope, made: Made) -> None:
+        """`app.register_task(T())`: a class-based task, limited by its class's `time_limit` or the app's."""
+        if len(call.args) != 1:
+            return
+        argument = call.args[0]
+        expression = argument.func if isinstance(argument, ast.Call) and not argument.args else argument
+        located = finder.values.definition(expression, scope)
+        shown_class = ast.unparse(expression)
+        if isinstance(located, Unresolved) or not isinstance(located.node, ast.ClassDef):
+            problem = f"app.register_task({ast.unparse(argument)}): the task class cannot be read"
+            finder.fail(self, call, None, UNRESOLVED, problem, name=shown_class)
+            return
+        cls, class_values = located.node, located.values
+        given = class_values.class_attribute(located, "name", TASK_CLASSES)
+        if given is None:
+            qualified: str | None = f"{class_values.module.names.module}.{cls.name}"
+        elif isinstance(given, Located) and isinstance(given.node, ast.expr):
+            text = given.values.string(given.node)
+            qualified = text if isinstance(text, str) else None
+        else:
+            qualified = None
+        run = next((item for item in cls.body if isinstance(item, Function) and item.name == "run"), None)
+        function = run if class_values is finder.values else None
+        task = _Task(call, function, qualified or cls.name, qualified, None)
+        own = self._class_limit(finder, expression, scope, finder.values)
+        self._declare(finder, task, (BASE_CLASS, own) if own != UNSET else None, [_App(made.owner, made.factories)])
+
+    def _project_apps(self, finder: Finder) -> list[_App]:
+        return finder.memo("celery apps", lambda: _project_apps(finder.values))
+
+    def _declare(self, finder: Finder, task: _Task, own: tuple[str, Limit] | None, apps: list[_App]) -> None:
+        """Report `task`, whose own limit (decorator or class) is `own`, under each app it may run in: an app's
+        task_annotations override the task's own limit (celery/app/task.py, Task.annotate sets them on the
+        class), which overrides the app's task_time_limit."""
+        name, node, function, queue = task.name, task.node, task.function, task.queue
+        outcomes: list[tuple[str, Limit, _App | None, bool]] = []
+        for app in apps:
+            annotated = self._annotated(finder, app, task)
+            unannotated = (*own, None, False) if own is not None else (*self._app_limit(finder, app), app, False)
+            if annotated is not None and (annotated.unresolved is None or unannotated[1].unresolved is None):
+                outcomes.append((ANNOTATIONS, annotated, app, True))
+            else:
+                # Unreadable annotations over an unreadable limit: the limit's reason is reported (one is enough).
+                outcomes.append(unannotated)
+        if not apps and own is not None:
+            outcomes.append((*own, None, False))
+        if not outcomes:
             problem = f"task {name} has no time_limit and no Celery app of the project sets task_time_limit"
-            finder.fail(self, decorator, function, self.code, problem, name=name, queue=queue)
+            finder.fail(self, node, function, self.code, problem, name=name, queue=queue)
             return
         seconds: list[float] = []
         sources: set[str] = set()
-        for each in apps:
-            source, limit = self._app_limit(finder, each)
-            where = each.values.where(each.node)
+        for source, limit, under, annotates in outcomes:
+            where = under.located.values.where(under.located.node) if under is not None else ""
             if limit.unresolved is not None:
-                problem = f"task {name}: the app's task_time_limit {limit.unresolved}"
-                finder.fail(self, decorator, function, UNRESOLVED, problem, name=name, queue=queue)
+                if annotates:
+                    problem = f"task {name}: the task_annotations of the Celery app at {where}: {limit.unresolved}"
+                elif under is None:
+                    problem = f"time_limit {limit.unresolved}"
+                else:
+                    problem = f"task {name}: the app's task_time_limit {limit.unresolved}"
+                finder.fail(self, node, function, UNRESOLVED, problem, name=name, queue=queue)
                 return
             if limit.seconds is None:
-                why = limit.off or "sets no task_time_limit"
-                problem = (
-                    f"task {name} has no time_limit and the Celery app at {where} {why}; soft_time_limit does not count"
-                )
-                finder.fail(self, decorator, function, self.code, problem, name=name, queue=queue)
+                if annotates:
+                    problem = (
+                        f"task {name}: {limit.off} (task_annotations of the Celery app at {where}, "
+                        f"which override the task's own time_limit)"
+                    )
+                elif under is None:
+                    problem = f"task {name}: {limit.off}"
+                else:
+                    why = limit.off or "sets no task_time_limit"
+                    problem = (
+                        f"task {name} has no time_limit and the Celery app at {where} {why}; "
+                        f"soft_time_limit does not count"
+                    )
+                finder.fail(self, node, function, self.code, problem, name=name, queue=queue)
                 return
             seconds.append(limit.seconds)
             sources.add(source)
         source = sources.pop() if len(sources) == 1 else APP_CONFIG
-        finder.add(self, decorator, function, timeout=min(seconds), source=source, name=name, queue=queue)
+        finder.add(self, node, function, timeout=min(seconds), source=source, name=name, queue=queue)
+
+    def _annotated(self, finder: Finder, app: _App, task: _Task) -> Limit | None:
+        """The time_limit the app's task_annotations give `task` (None: they give it none)."""
+        found = finder.memo(f"celery annotations {id(app.located.node)}", lambda: _annotations(app))
+        if found is None:
+            return None
+        expression, values = found
+        if isinstance(expression, Unresolved):
+            return Limit(unresolved=expression)
+        return _annotation_limit(finder, expression, values, task.qualified)
 
     def _class_limit(self, finder: Finder, expression: ast.expr, scope: Scope | None, values: StaticValues) -> Limit:
         located = values.definition(expression, scope)
@@ -131,38 +207,72 @@ class Celery(Framework):
                 return Limit(unresolved=located)
         if not isinstance(located.node, ast.ClassDef):
             return Limit(unresolved=values.unresolved(expression, f"{ast.unparse(expression)} is not a class"))
-        found = located.values.class_attribute(located, "time_limit", TASK_CLASSES)
-        if found is None:
-            return UNSET
-        if isinstance(found, Unresolved):
-            return Limit(unresolved=found)
-        if not isinstance(found.node, ast.expr):
-            return Limit(unresolved=found.values.unresolved(found.node, "time_limit is not a value"))
-        return finder.limit(found.node, None, "time_limit", found.values)
+        return self._class_time_limit(finder, located, 0)
 
-    def _app_limit(self, finder: Finder, app: Located) -> tuple[str, Limit]:
+    def _class_time_limit(self, finder: Finder, located: Located, depth: int) -> Limit:
+        """A task class's `time_limit`, through its bases; `app.Task` (the app's task class) gives the app's
+        `task_cls` limit, and `celery.Task` none."""
+        cls, values = located.node, located.values
+        assert isinstance(cls, ast.ClassDef)
+        if depth > _CLASSES_AT_MOST:
+            return Limit(unresolved=values.unresolved(cls, "too many base classes (a cycle?)"))
+        for statement in cls.body:
+            if isinstance(statement, ast.Assign):
+                targets, value = statement.targets, statement.value
+            elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+                targets, value = [statement.target], statement.value
+            else:
+                continue
+            if any(isinstance(target, ast.Name) and target.id == "time_limit" for target in targets):
+                return finder.limit(value, None, "time_limit", values)
+        for base in cls.bases:
+            dotted = values.dotted(base)
+            if dotted in TASK_CLASSES or dotted == "builtins.object":
+                continue
+            if isinstance(base, ast.Attribute) and base.attr == "Task":
+                made = finder.made(base.value, None, values)
+                if made is not None and made.maker in APPS:
+                    assert isinstance(made.owner.node, ast.Call)
+                    task_cls = keyword(made.owner.node, "task_cls")
+                    if task_cls is None:
+                        continue
+                    limit = self._class_limit(finder, task_cls.value, None, made.owner.values)
+                    if limit != UNSET:
+                        return limit
+                    continue
+            inner = values.definition(base)
+            if isinstance(inner, Unresolved):
+                return Limit(unresolved=inner)
+            if not isinstance(inner.node, ast.ClassDef):
+                return Limit(unresolved=values.unresolved(base, f"base class {ast.unparse(base)} cannot be read"))
+            limit = self._class_time_limit(finder, inner, depth + 1)
+            if limit != UNSET:
+                return limit
+        return UNSET
+
+    def _app_limit(self, finder: Finder, app: _App) -> tuple[str, Limit]:
         """The task time limit an app gives tasks without one: its task_cls, then its configuration."""
-        assert isinstance(app.node, ast.Call)
-        values = app.values
-        task_cls = keyword(app.node, "task_cls")
+        assert isinstance(app.located.node, ast.Call)
+        values = app.located.values
+        constructed = app.located.node
+        task_cls = keyword(constructed, "task_cls")
         if task_cls is not None:
             limit = self._class_limit(finder, task_cls.value, None, values)
             if limit != UNSET:
                 return BASE_CLASS, limit
-        app_names = {name for name, bindings in values.module.bindings.items() if any(b is app.node for b in bindings)}
         direct: Limit = UNSET
-        namespace = string_keyword(app.node, "namespace", values, None)
-        setting = keyword(app.node, "task_time_limit")
+        namespace = string_keyword(constructed, "namespace", values, None)
+        setting = keyword(constructed, "task_time_limit")
         if setting is not None:
             direct = _setting(finder, setting.value, values)
-        elif has_double_star(app.node):
-            direct = Limit(unresolved=values.unresolved(app.node, "Celery(**...) may set task_time_limit"))
+        elif has_double_star(constructed):
+            direct = Limit(unresolved=values.unresolved(constructed, "Celery(**...) may set task_time_limit"))
         from_object: Limit = UNSET
-        for statement in _top_level(values.module.tree.body):
-            found = _conf_statement(finder, statement, app_names, values)
+        for statement, app_names, statement_values in _configuring(app):
+            found = _conf_statement(finder, statement, app_names, statement_values)
             if found is not None:
                 direct = found
-            loaded = _config_from_object(finder, statement, app_names, values, namespace)
+            loaded = _config_from_object(finder, statement, app_names, statement_values, namespace)
             if loaded is not None:
                 from_object = loaded
         # Changes made on the app (constructor keywords, conf.X = ..., conf.update) take precedence over
@@ -170,9 +280,47 @@ class Celery(Framework):
         return APP_CONFIG, direct if direct != UNSET else from_object
 
 
-def _project_apps(values: StaticValues) -> list[Located]:
-    """Every `X = Celery(...)` of the project (a shared task runs under whichever app imports it)."""
-    apps: list[Located] = []
+class _Task(NamedTuple):
+    """A declared task: where it is reported, its function, the name it is shown by, the name Celery
+    registers it under (None when the gate cannot read it) and its queue."""
+
+    node: ast.expr
+    function: Function | None
+    name: str
+    qualified: str | None
+    queue: str | None
+
+
+class _App(NamedTuple):
+    """A Celery app: its `Celery(...)` call and the calls of the project factories that returned it."""
+
+    located: Located
+    factories: tuple[Located, ...] = ()
+
+
+def _configuring(app: _App) -> Iterator[tuple[ast.stmt, set[str], StaticValues]]:
+    """The statements that may configure `app`, in the order they run, with the names the app has there: the
+    module level of the module that makes it, the body of the factory function that returns it, then the
+    module level of each module that calls a factory for it (innermost first)."""
+    call, values = app.located.node, app.located.values
+    assert isinstance(call, ast.Call)
+    module = values.module
+    names = {name for name, bindings in module.bindings.items() if any(binding is call for binding in bindings)}
+    yield from ((statement, names, values) for statement in _top_level(module.tree.body))
+    for statement in module.tree.body:
+        if isinstance(statement, ast.FunctionDef) and returned_call(statement) is call:
+            local = local_names_of(statement, call)
+            yield from ((inner, local, values) for inner in _top_level(statement.body))
+    for factory in reversed(app.factories):
+        factory_module = factory.values.module
+        bound = {name for name, bindings in factory_module.bindings.items() if any(b is factory.node for b in bindings)}
+        yield from ((statement, bound, factory.values) for statement in _top_level(factory_module.tree.body))
+
+
+def _project_apps(values: StaticValues) -> list[_App]:
+    """Every Celery app of the project (a shared task runs under whichever app imports it): each
+    `X = Celery(...)`, and each `Celery(...)` a module-level factory function returns."""
+    apps: list[_App] = []
     modules = [values.module]
     for relpath in values.project.files_containing(b"Celery("):
         if relpath != values.module.relpath:
@@ -183,9 +331,124 @@ def _project_apps(values: StaticValues) -> list[Located]:
         module_values = values.for_module(module)
         for bindings in module.bindings.values():
             for binding in bindings:
-                if isinstance(binding, ast.Call) and module_values.dotted(binding.func) in APPS:
-                    apps.append(Located(binding, module_values))
+                made = returned_call(binding) if isinstance(binding, ast.FunctionDef) else binding
+                if isinstance(made, ast.Call) and module_values.dotted(made.func) in APPS:
+                    apps.append(_App(Located(made, module_values)))
     return apps
+
+
+def _annotations(app: _App) -> tuple[ast.expr | Unresolved, StaticValues] | None:
+    """The task_annotations the app is given last (None: none), as the expression that gives them."""
+    call, values = app.located.node, app.located.values
+    assert isinstance(call, ast.Call)
+    found: tuple[ast.expr | Unresolved, StaticValues] | None = None
+    given = keyword(call, ANNOTATIONS_SETTING)
+    if given is not None:
+        found = given.value, values
+    elif has_double_star(call):
+        found = values.unresolved(call, "Celery(**...) may set task_annotations"), values
+    namespace = string_keyword(call, "namespace", values, None)
+    loaded: tuple[ast.expr | Unresolved, StaticValues] | None = None
+    for statement, app_names, statement_values in _configuring(app):
+        direct = _conf_value(statement, app_names, statement_values, ANNOTATIONS_SETTING)
+        if direct is not None:
+            found = direct, statement_values
+        loading = _loading_call(statement, app_names)
+        target = _config_object(loading, statement_values) if loading is not None else None
+        # A configuration object the gate cannot read at all is reported through task_time_limit, for the
+        # tasks that rely on the app's; its annotations are not assumed over a task's own time_limit.
+        if loading is not None and isinstance(target, Located):
+            setting = _object_setting(loading, statement_values, target, namespace, ANNOTATIONS_SETTING)
+            if setting is None:
+                loaded = None
+            elif isinstance(setting, Unresolved):
+                loaded = setting, statement_values
+            else:
+                value = setting[1]
+                assert isinstance(value.node, ast.expr)
+                loaded = value.node, value.values
+    # As for task_time_limit, what is set on the app wins over the configuration object.
+    return found if found is not None else loaded
+
+
+def _annotation_limit(
+    finder: Finder, expression: ast.expr, values: StaticValues, qualified: str | None
+) -> Limit | None:
+    """The time_limit task_annotations give the task Celery registers as `qualified`. Celery applies the
+    first annotation naming the task, then the first for "*" (celery/app/annotations.py, `resolve_all`), each
+    setting its attributes on the task class: a "*" entry's time_limit wins over the task's own entry."""
+    entries = _annotation_maps(expression, values)
+    if isinstance(entries, Unresolved):
+        return Limit(unresolved=entries)
+    specific: tuple[ast.expr, StaticValues] | None = None
+    everything: tuple[ast.expr, StaticValues] | None = None
+    for mapping, mapping_values in entries:
+        for key, value in zip(mapping.keys, mapping.values, strict=True):
+            text = mapping_values.string(key) if key is not None else None
+            if not isinstance(text, str):
+                return Limit(unresolved=mapping_values.unresolved(mapping, "a key of task_annotations cannot be read"))
+            if text == "*" and everything is None:
+                everything = value, mapping_values
+            elif qualified is None and text != "*":
+                reason = "the task's name cannot be read to match it against task_annotations"
+                return Limit(unresolved=mapping_values.unresolved(mapping, reason))
+            elif text == qualified and specific is None:
+                specific = value, mapping_values
+    result: Limit | None = None
+    for entry in (specific, everything):
+        if entry is not None:
+            attributes = _annotation_attributes(finder, *entry)
+            if attributes is not None:
+                result = attributes
+    return result
+
+
+def _annotation_maps(expression: ast.expr, values: StaticValues) -> list[tuple[ast.Dict, StaticValues]] | Unresolved:
+    """task_annotations as dict literals: one dict, or a list or tuple of them (each may be a constant)."""
+    located = _literal(expression, values)
+    if isinstance(located, Unresolved):
+        return located
+    node, node_values = located
+    elements = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
+    maps: list[tuple[ast.Dict, StaticValues]] = []
+    for element in elements:
+        found = _literal(element, node_values)
+        if isinstance(found, Unresolved):
+            return found
+        if not isinstance(found[0], ast.Dict):
+            reason = f"task_annotations {ast.unparse(found[0])} is no dict the gate can read"
+            return found[1].unresolved(found[0], reason)
+        maps.append((found[0], found[1]))
+    return maps
+
+
+def _annotation_attributes(finder: Finder, expression: ast.expr, values: StaticValues) -> Limit | None:
+    """The time_limit one annotation entry sets (None: it sets none)."""
+    found = _literal(expression, values)
+    if isinstance(found, Unresolved):
+        return Limit(unresolved=found)
+    node, node_values = found
+    if not isinstance(node, ast.Dict):
+        return Limit(unresolved=node_values.unresolved(node, f"{ast.unparse(node)} is no dict the gate can read"))
+    for key, value in zip(node.keys, node.values, strict=True):
+        if key is None:
+            return Limit(unresolved=node_values.unresolved(node, "{**...} may set time_limit"))
+        if node_values.string(key) == TIME_LIMIT:
+            limit = finder.limit(value, None, TIME_LIMIT, node_values)
+            return Limit(off="time_limit=None is no limit") if limit == UNSET else limit
+    return None
+
+
+def _literal(expression: ast.expr, values: StaticValues) -> tuple[ast.expr, StaticValues] | Unresolved:
+    """The literal a name or attribute stands for (the expression itself when it is no name)."""
+    if not isinstance(expression, (ast.Name, ast.Attribute)):
+        return expression, values
+    located = values.definition(expression)
+    if isinstance(located, Unresolved):
+        return located
+    if not isinstance(located.node, ast.expr):
+        return values.unresolved(expression, f"{ast.unparse(expression)} is no literal the gate can read")
+    return located.node, located.values
 
 
 def _setting(finder: Finder, expression: ast.expr, values: StaticValues) -> Limit:
@@ -195,35 +458,46 @@ def _setting(finder: Finder, expression: ast.expr, values: StaticValues) -> Limi
 
 
 def _conf_statement(finder: Finder, statement: ast.stmt, app_names: set[str], values: StaticValues) -> Limit | None:
+    found = _conf_value(statement, app_names, values, TASK_TIME_LIMIT)
+    if isinstance(found, Unresolved):
+        return Limit(unresolved=found)
+    return _setting(finder, found, values) if found is not None else None
+
+
+def _conf_value(
+    statement: ast.stmt, app_names: set[str], values: StaticValues, setting: str
+) -> ast.expr | Unresolved | None:
+    """The value `statement` gives `setting` on the app's conf (`app.conf.X = ...`, `app.conf["X"] = ...`,
+    `app.conf.update(...)`); None when it does not touch it."""
     if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
         target = statement.targets[0]
-        if isinstance(target, ast.Attribute) and target.attr == "task_time_limit" and _is_conf(target.value, app_names):
-            return _setting(finder, statement.value, values)
+        if isinstance(target, ast.Attribute) and target.attr == setting and _is_conf(target.value, app_names):
+            return statement.value
         if (
             isinstance(target, ast.Subscript)
             and _is_conf(target.value, app_names)
             and isinstance(target.slice, ast.Constant)
-            and target.slice.value == "task_time_limit"
+            and target.slice.value == setting
         ):
-            return _setting(finder, statement.value, values)
+            return statement.value
     if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
         call = statement.value
         if isinstance(call.func, ast.Attribute) and call.func.attr == "update" and _is_conf(call.func.value, app_names):
-            found: Limit | None = None
-            setting = keyword(call, "task_time_limit")
-            if setting is not None:
-                found = _setting(finder, setting.value, values)
+            found: ast.expr | Unresolved | None = None
+            given = keyword(call, setting)
+            if given is not None:
+                found = given.value
             for argument in call.args:
                 if isinstance(argument, ast.Dict):
                     for key, value in zip(argument.keys, argument.values, strict=True):
                         if key is None:
-                            found = Limit(unresolved=values.unresolved(argument, "conf.update({**...}) may set it"))
-                        elif isinstance(key, ast.Constant) and key.value == "task_time_limit":
-                            found = _setting(finder, value, values)
+                            found = values.unresolved(argument, "conf.update({**...}) may set it")
+                        elif isinstance(key, ast.Constant) and key.value == setting:
+                            found = value
                 else:
-                    found = Limit(unresolved=values.unresolved(argument, "conf.update(<mapping>) may set it"))
+                    found = values.unresolved(argument, "conf.update(<mapping>) may set it")
             if has_double_star(call) and found is None:
-                found = Limit(unresolved=values.unresolved(call, "conf.update(**...) may set it"))
+                found = values.unresolved(call, "conf.update(**...) may set it")
             return found
     return None
 
@@ -231,47 +505,79 @@ def _conf_statement(finder: Finder, statement: ast.stmt, app_names: set[str], va
 def _config_from_object(
     finder: Finder, statement: ast.stmt, app_names: set[str], values: StaticValues, namespace: str | None
 ) -> Limit | None:
+    call = _loading_call(statement, app_names)
+    if call is None:
+        return None
+    found = _config_setting(call, values, namespace, TASK_TIME_LIMIT)
+    if found is None:
+        return UNSET
+    if isinstance(found, Unresolved):
+        return Limit(unresolved=found)
+    key, located = found
+    assert isinstance(located.node, ast.expr)
+    return finder.limit(located.node, None, key, located.values)
+
+
+def _loading_call(statement: ast.stmt, app_names: set[str]) -> ast.Call | None:
+    """The `app.config_from_object(...)` call `statement` is, if it is one."""
     if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)):
         return None
     call = statement.value
     func = call.func
-    if not (
+    if (
         isinstance(func, ast.Attribute)
         and func.attr == "config_from_object"
         and isinstance(func.value, ast.Name)
         and func.value.id in app_names
         and call.args
     ):
-        return None
-    namespace = string_keyword(call, "namespace", values, None) or namespace
-    keys = [f"{namespace}_TASK_TIME_LIMIT"] if namespace else ["task_time_limit", "CELERYD_TASK_TIME_LIMIT"]
+        return call
+    return None
+
+
+def _config_setting(
+    call: ast.Call, values: StaticValues, namespace: str | None, setting: str
+) -> tuple[str, Located] | Unresolved | None:
+    """The key and value a configuration object loaded by `call` gives `setting` (None: it gives none)."""
+    target = _config_object(call, values)
+    return target if isinstance(target, Unresolved) else _object_setting(call, values, target, namespace, setting)
+
+
+def _config_object(call: ast.Call, values: StaticValues) -> Located | Unresolved:
+    """The module or class `app.config_from_object(...)` loads."""
     source = call.args[0]
     text = values.string(source) if not isinstance(source, (ast.Name, ast.Attribute)) else None
     if isinstance(text, Unresolved):
-        return Limit(unresolved=text)
+        return text
     if text is None:
-        target = values.definition(source)
-    elif text == "django.conf:settings":
-        target = _django_settings(values, source)
-    else:
-        target = values.lookup(text.replace(":", "."), source)
-    if isinstance(target, Unresolved):
-        return Limit(unresolved=target)
+        return values.definition(source)
+    if text == "django.conf:settings":
+        return _django_settings(values, source)
+    return values.lookup(text.replace(":", "."), source)
+
+
+def _object_setting(
+    call: ast.Call, values: StaticValues, target: Located, namespace: str | None, setting: str
+) -> tuple[str, Located] | Unresolved | None:
+    """The key and value the loaded module or class `target` gives `setting` (None: it gives none)."""
+    source = call.args[0]
+    namespace = string_keyword(call, "namespace", values, None) or namespace
+    keys = [f"{namespace}_{setting.upper()}"] if namespace else [setting, OLD_NAMES[setting]]
     for key in keys:
         found = (
             target.values.member(target, key, source) if isinstance(target.node, (ast.Module, ast.ClassDef)) else None
         )
         if found is None:
-            return Limit(unresolved=values.unresolved(source, "the configuration object cannot be read"))
+            return values.unresolved(source, "the configuration object cannot be read")
         if isinstance(found, Located) and isinstance(found.node, ast.expr):
-            return finder.limit(found.node, None, key, found.values)
+            return key, found
         if (
             isinstance(found, Unresolved)
             and " defines no " not in found.reason
             and " has no attribute " not in found.reason
         ):
-            return Limit(unresolved=found)
-    return UNSET
+            return found
+    return None
 
 
 def _django_settings(values: StaticValues, node: ast.AST) -> Located | Unresolved:

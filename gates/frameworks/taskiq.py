@@ -26,11 +26,18 @@ class Taskiq(Framework):
     words = Words(packages=(b"taskiq",), declaring=(b"task",), methods=("task",))
 
     def owns_method(self, made: str, attribute: str) -> bool:
-        # Brokers come from taskiq itself and from its plugin packages (taskiq_redis, taskiq_aio_pika...).
-        return made.split(".")[0].startswith("taskiq") and attribute == "task"
+        # Brokers come from taskiq itself and from its plugin packages (taskiq_redis, taskiq_aio_pika...), and
+        # a broker's `with_result_backend(...)`, `with_middlewares(...)`... configure it and return it
+        # (taskiq/abc/broker.py: each `with_*` ends in `return self`), so a chain of them is still the broker.
+        constructor, *chained = made.split("().")
+        return (
+            constructor.split(".")[0].startswith("taskiq")
+            and all(method.startswith("with_") for method in chained)
+            and attribute == "task"
+        )
 
     def decorated(self, finder: Finder, site: Decoration) -> None:
-        decorator, call, function, scope, _ = site
+        decorator, call, function, scope = site.node, site.call, site.function, site.scope
         own = keyword(call, "timeout") if call is not None else None
         name = (string_argument(call, finder.values, scope) if call is not None else None) or function.name
         limit = finder.limit(own.value, scope, "timeout") if own is not None else UNSET

@@ -62,6 +62,7 @@ class Dispatch:
                 self.by_decorator.setdefault(name, framework)
             for name in framework.calls:
                 self.by_call.setdefault(name, framework)
+        self.call_methods = frozenset(method for framework in self.frameworks for method in framework.call_methods)
 
 
 def may_use_wrappers(source: Source, dispatch: Dispatch) -> bool:
@@ -87,6 +88,15 @@ class Wrapper(NamedTuple):
     configured: ast.Call | None = None
     chain: tuple[str, ...] = ()
     unreadable: str | None = None
+
+
+class Made(NamedTuple):
+    """The framework call that made an object (`Celery(...)`), what it calls (see `maker_of`), and the calls
+    of the project factory functions it was made through, outermost first."""
+
+    owner: Located
+    maker: str
+    factories: tuple[Located, ...] = ()
 
 
 class Finder:
@@ -139,32 +149,115 @@ class Finder:
                     framework = self.dispatch.by_call.get(called) if called is not None else None
                     if framework is not None:
                         framework.called(self, node, scope)
+                    elif isinstance(node.func, ast.Call) and len(node.args) == 1 and not node.keywords:
+                        self._applied(node.func, node.args[0], scope)
+                    elif isinstance(node.func, ast.Attribute):
+                        self._method_called(node, node.func, scope)
                 elif isinstance(node, ast.Dict):
                     for framework in self.dispatch.frameworks:
                         framework.mapping(self, node, scope)
 
-    def _decorator(self, decorator: ast.expr, function: Function, scope: Scope) -> None:
+    def _applied(self, decorator: ast.Call, argument: ast.expr, scope: Scope) -> None:
+        """A decorator applied as a call (`app.task(time_limit=30)(send)`): a declaration when the decorator
+        is a framework's, read as if it decorated the function `argument` names."""
+        if not self.dispatch.declaring_text.search(ast.unparse(decorator.func)):
+            return  # only names that say task, job... (`partial(f)(x)` and the like are no declaration)
+        function = self.function(argument, scope)
+        self.seen_calls.add(id(decorator))
+        self._decorator(decorator, function, scope, argument)
+
+    def _method_called(self, call: ast.Call, method: ast.Attribute, scope: Scope) -> None:
+        """A call of a method that declares a kind on an object a framework call made (`app.register_task`)."""
+        if method.attr not in self.dispatch.call_methods:
+            return
+        made = self.made(method.value, scope)
+        if made is None:
+            return
+        for framework in self.dispatch.frameworks:
+            if framework.owns_call(made.maker, method.attr):
+                framework.method_called(self, call, scope, made)
+                return
+
+    def _decorator(
+        self, decorator: ast.expr, function: Function | None, scope: Scope, applied_to: ast.expr | None = None
+    ) -> None:
         call = decorator if isinstance(decorator, ast.Call) else None
         target = call.func if call is not None else decorator
         called = self.values.dotted(target, scope)
         framework = self.dispatch.by_decorator.get(called) if called is not None else None
         if framework is not None:
-            framework.decorated(self, Decoration(decorator, call, function, scope, None))
+            self._declared(
+                framework,
+                decorator,
+                function,
+                applied_to,
+                lambda found: Decoration(decorator, call, found, scope, None),
+            )
             return
         wrapper = self._wrapper(target, scope, self.values, 0)
         if wrapper is not None and wrapper.chain:
-            self._wrapped(wrapper, decorator, call, function, scope)
+            if function is None:
+                self._not_a_function(wrapper.framework, decorator, applied_to)
+            else:
+                self._wrapped(wrapper, decorator, call, function, scope)
         elif isinstance(target, ast.Attribute):
-            owner = self.values.definition(target.value, scope)
-            if isinstance(owner, Unresolved) or not isinstance(owner.node, ast.Call):
-                return
-            made = owner.values.dotted(owner.node.func)
+            made = self.made(target.value, scope)
             if made is None:
                 return
             for framework in self.dispatch.frameworks:
-                if framework.owns_method(made, target.attr):
-                    framework.decorated(self, Decoration(decorator, call, function, scope, owner))
+                if framework.owns_method(made.maker, target.attr):
+                    self._declared(
+                        framework,
+                        decorator,
+                        function,
+                        applied_to,
+                        lambda found: Decoration(decorator, call, found, scope, made.owner, made.factories),
+                    )
                     return
+
+    def _declared(
+        self,
+        framework: Framework,
+        decorator: ast.expr,
+        function: Function | None,
+        applied_to: ast.expr | None,
+        site: Callable[[Function], Decoration],
+    ) -> None:
+        if function is None:
+            self._not_a_function(framework, decorator, applied_to)
+        else:
+            framework.decorated(self, site(function))
+
+    def _not_a_function(self, framework: Framework, decorator: ast.expr, applied_to: ast.expr | None) -> None:
+        shown_argument = ast.unparse(applied_to) if applied_to is not None else "?"
+        problem = (
+            f"{ast.unparse(decorator)} applied to {shown_argument}, which is no function defined in this module: "
+            f"the gate cannot read the job kind it declares"
+        )
+        self.fail(framework, decorator, None, UNRESOLVED, problem, name=shown_argument)
+
+    # -- the objects frameworks make -----------------------------------------------------------
+
+    def made(self, node: ast.expr, scope: Scope | None, values: StaticValues | None = None) -> Made | None:
+        """The framework call that made the object `node` (evaluated by `values`, by default this module's)
+        names (`Celery(...)` for `app`), through project factory functions returning it (`app = make_celery()`,
+        `def make_celery(): return Celery(...)`)."""
+        owner = (values or self.values).definition(node, scope)
+        factories: list[Located] = []
+        for _ in range(_FOLLOW_AT_MOST):
+            if isinstance(owner, Unresolved) or not isinstance(owner.node, ast.Call):
+                return None
+            func = owner.node.func
+            factory = owner.values.definition(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+            if not (isinstance(factory, Located) and isinstance(factory.node, ast.FunctionDef)):
+                maker = maker_of(owner.node, owner.values)
+                return Made(owner, maker, tuple(factories)) if maker is not None else None
+            returned = returned_call(factory.node)
+            if returned is None:
+                return None
+            factories.append(owner)
+            owner = Located(returned, factory.values)
+        return None
 
     # -- wrappers of a framework's decorator ---------------------------------------------------
 
@@ -408,6 +501,73 @@ class Finder:
                 if delay is not None:
                     return self.limit(delay, scope, "timeout")
         return UNSET
+
+
+def maker_of(call: ast.Call, values: StaticValues) -> str | None:
+    """The dotted name of what `call` calls, with the methods chained on it written after `()`
+    (`taskiq_redis.ListQueueBroker().with_result_backend` for `ListQueueBroker(...).with_result_backend(...)`)."""
+    methods: list[str] = []
+    node = call
+    while isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Call):
+        methods.append(node.func.attr)
+        node = node.func.value
+    dotted = values.dotted(node.func)
+    if dotted is None:
+        return None
+    return dotted + "".join(f"().{method}" for method in reversed(methods))
+
+
+def returned_call(function: ast.FunctionDef) -> ast.Call | None:
+    """The call a factory function returns: its one `return`, of a call or of a local name assigned a call
+    once in its body (`app = Celery(...); ...; return app`). None for any other function."""
+    returns = [node for node in _own_nodes(function) if isinstance(node, ast.Return)]
+    if len(returns) != 1 or returns[0].value is None:
+        return None
+    value = returns[0].value
+    if isinstance(value, ast.Call):
+        return value
+    if not isinstance(value, ast.Name):
+        return None
+    assigned = [
+        node.value
+        for node in _own_nodes(function)
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr))
+        and any(isinstance(target, ast.Name) and target.id == value.id for target in _targets(node))
+    ]
+    if len(assigned) == 1 and isinstance(assigned[0], ast.Call):
+        return assigned[0]
+    return None
+
+
+def local_names_of(function: ast.FunctionDef, call: ast.Call) -> set[str]:
+    """The local names of `function` assigned the object `call` makes."""
+    return {
+        target.id
+        for node in _own_nodes(function)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is call
+        for target in _targets(node)
+        if isinstance(target, ast.Name)
+    }
+
+
+def _own_nodes(function: ast.FunctionDef) -> list[ast.AST]:
+    """The nodes of a function's body, not those of the functions and classes nested in it."""
+    found: list[ast.AST] = []
+    pending: list[ast.AST] = list(function.body)
+    while pending:
+        node = pending.pop()
+        found.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _targets(node: ast.AST) -> list[ast.expr]:
+    if isinstance(node, ast.Assign):
+        return node.targets
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
+        return [node.target]
+    return []
 
 
 def _folded(node: ast.expr, values: StaticValues) -> ast.expr:

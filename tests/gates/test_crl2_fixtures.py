@@ -163,3 +163,37 @@ def test_prefilter_is_sound_for_every_fixture() -> None:
         if any(want.code == "CRL210" for want in read_expectations(fixture.read_text()).common):
             assert NetworkTimeouts.might_match(Source(data), CONFIG)
     assert not JobTimeouts.might_match(Source(b"import os\nprint(os.getcwd())\n"), CONFIG)
+
+
+def test_celery_annotations_for_every_task_are_applied_last_and_reach_shared_tasks() -> None:
+    source = """
+    from celery import Celery, shared_task
+    app = Celery("x", task_annotations=[{"app.module.a": {"time_limit": 30}}, {"*": {"time_limit": 0}}])
+    @app.task
+    def a(): ...
+    @shared_task(time_limit=60)
+    def b(): ...
+    other = Celery("y", task_annotations=({"*": {"time_limit": 30}}, {"app.module.c": {"time_limit": 0}}))
+    @other.task
+    def c(): ...
+    """
+    # celery/app/annotations.py resolve_all: the task's own entry, then "*", each set on the task class.
+    assert codes(source) == {(3, "CRL202"), (5, "CRL202")}
+
+
+def test_celery_annotations_that_cannot_be_read_are_crl204_naming_why() -> None:
+    source = """
+    from celery import Celery
+    from proj.settings import ANNOTATIONS
+    app = Celery("x")
+    app.conf.task_annotations = {"*": {**ANNOTATIONS}}
+    @app.task(time_limit=10)
+    def a(): ...
+    """
+    (finding,) = check_source("app/module.py", example_source(source).encode(), CONFIG).findings
+    assert finding.code == "CRL204"
+    assert "{**...} may set time_limit (app/module.py:4)" in finding.message
+    named = source.replace('{"*": {**ANNOTATIONS}}', '"proj.annotations:Limits"')
+    (finding,) = check_source("app/module.py", example_source(named).encode(), CONFIG).findings
+    assert finding.code == "CRL204"
+    assert "task_annotations 'proj.annotations:Limits' is no dict the gate can read" in finding.message
