@@ -1,9 +1,11 @@
-"""RQ as a CRL2 framework: `@job(queue, timeout=...)` of `rq.decorators`, and django-rq's `@job` (bare or
-called), which passes its arguments on to RQ's.
+"""RQ as a CRL2 framework: `@job(queue, timeout=...)` of `rq.decorators`, django-rq's `@job` (bare or
+called), which passes its arguments on to RQ's, and each `Queue(...).enqueue*(fn, ..., job_timeout=...)`.
 
-The timeout is `timeout=` / `job_timeout=` or the third positional argument, in seconds or as a duration
-string (`"5m"`, `"1h"`). RQ's documented default (180 s) counts unless the job turns the limit off
-(`timeout=-1`, zero or negative); strict mode demands an explicit timeout.
+The decorator's timeout is `timeout=` / `job_timeout=` or the third positional argument, in seconds or as a
+duration string (`"5m"`, `"1h"`). An enqueue's is `job_timeout=` (`timeout=` of `enqueue_call`), else the
+queue's `default_timeout=`; `enqueue`, `enqueue_in` and `enqueue_at` pass a `timeout=` on to the function
+(rq/queue.py, `parse_args` pops only `job_timeout`), so it is no limit there. RQ's documented default (180 s)
+counts unless the limit is turned off (`-1`, zero or negative); strict mode demands an explicit timeout.
 """
 
 from __future__ import annotations
@@ -12,17 +14,36 @@ import ast
 import re
 
 from corral.gates.analysis.names import Scope
-from corral.gates.analysis.values import Unresolved
-from corral.gates.frameworks.base import Decoration, Framework, Limit, Words, has_double_star, keyword, string_argument
-from corral.gates.frameworks.walk import Finder
+from corral.gates.analysis.values import StaticValues, Unresolved
+from corral.gates.frameworks.base import (
+    UNRESOLVED,
+    Decoration,
+    Framework,
+    Function,
+    Limit,
+    Words,
+    has_double_star,
+    keyword,
+    string_argument,
+    string_keyword,
+)
+from corral.gates.frameworks.walk import Finder, Made
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", re.IGNORECASE)
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+QUEUES = frozenset({"rq.Queue", "rq.queue.Queue"})
+# The enqueueing methods of a queue, the keyword each takes its job's timeout by, and the position of the
+# function among its arguments (rq/queue.py: `enqueue_in(time_delta, func, ...)`, `enqueue_at(datetime, f, ...)`).
+ENQUEUES = {"enqueue": ("job_timeout", 0), "enqueue_call": ("timeout", 0), "enqueue_in": ("job_timeout", 1)}
+ENQUEUES["enqueue_at"] = ENQUEUES["enqueue_in"]
+# Where an enqueued job's limit comes from.
+ENQUEUED, QUEUE = "enqueue", "queue default_timeout"
 
 
 class Rq(Framework):
     name = "rq"
-    words = Words(packages=(b"rq", b"django_rq"), declaring=(b"job",))
+    words = Words(packages=(b"rq", b"django_rq"), declaring=(b"job", b"enqueue"), methods=tuple(ENQUEUES))
+    call_methods = frozenset(ENQUEUES)
     default_limit = 180.0
     no_limit_arguments = '("default", timeout=-1)'
     decorators = frozenset({"rq.decorators.job", "django_rq.job", "django_rq.decorators.job"})
@@ -55,21 +76,89 @@ class Rq(Framework):
                 found = Limit(unresolved=finder.values.unresolved(call, "timeout may come from **kwargs"))
         finder.default_or_explicit(self, site.node, site.function, found, label="timeout", queue=queue)
 
+    def owns_call(self, made: str, attribute: str) -> bool:
+        return made in QUEUES and attribute in ENQUEUES
 
-def _timeout(finder: Finder, expression: ast.expr, scope: Scope) -> Limit | None:
-    text = finder.values.string(expression, scope)
+    def method_called(self, finder: Finder, call: ast.Call, scope: Scope, made: Made) -> None:
+        """`queue.enqueue(fn, ..., job_timeout=...)`: the job this call enqueues, limited by its own timeout,
+        else its queue's default_timeout, else RQ's default."""
+        assert isinstance(call.func, ast.Attribute) and isinstance(made.owner.node, ast.Call)
+        method = call.func.attr
+        label, position = ENQUEUES[method]
+        target = call.args[position] if len(call.args) > position else getattr(keyword(call, "func"), "value", None)
+        text = finder.values.string(target, scope) if target is not None else None
+        name = text if isinstance(text, str) else ast.unparse(target) if target is not None else method
+        function = finder.function(target, scope) if target is not None else None
+        queue_call, queue_values = made.owner.node, made.owner.values
+        queue = string_argument(queue_call, queue_values, None) or string_keyword(
+            queue_call, "name", queue_values, None
+        )
+        own = keyword(call, label)
+        if own is not None:
+            found = _timeout(finder, own.value, scope, label)
+            if found is not None:
+                self._found(finder, call, function, found, ENQUEUED, name, queue)
+                return
+        elif has_double_star(call):
+            problem = f"{method}(**...) may set {label}, which the gate cannot read"
+            finder.fail(self, call, function, UNRESOLVED, problem, name=name, queue=queue)
+            return
+        default = keyword(queue_call, "default_timeout")
+        if default is None and len(queue_call.args) > 2:
+            default = ast.keyword(arg="default_timeout", value=queue_call.args[2])
+        if default is not None:
+            found = _timeout(finder, default.value, None, "default_timeout", queue_values)
+            if found is not None:
+                self._found(finder, call, function, found, QUEUE, name, queue, queue_values.where(queue_call))
+                return
+        elif has_double_star(queue_call):
+            problem = f"the queue at {queue_values.where(queue_call)}: default_timeout may come from **kwargs"
+            finder.fail(self, call, function, UNRESOLVED, problem, name=name, queue=queue)
+            return
+        finder.default_or_explicit(self, call, function, None, label=label, name=name, queue=queue)
+
+    def _found(
+        self,
+        finder: Finder,
+        call: ast.Call,
+        function: Function | None,
+        found: Limit,
+        source: str,
+        name: str,
+        queue: str | None,
+        where: str | None = None,
+    ) -> None:
+        at = f"the queue at {where}: " if where is not None else ""
+        if found.unresolved is not None:
+            finder.fail(self, call, function, UNRESOLVED, f"{at}{found.unresolved}", name=name, queue=queue)
+        elif found.seconds is not None:
+            finder.add(self, call, function, timeout=found.seconds, source=source, name=name, queue=queue)
+        else:
+            problem = f"rq: {at}{found.off}, which turns the limit off"
+            finder.fail(self, call, function, self.code, problem, name=name, queue=queue)
+
+
+def _timeout(
+    finder: Finder,
+    expression: ast.expr,
+    scope: Scope | None,
+    label: str = "timeout",
+    values: StaticValues | None = None,
+) -> Limit | None:
+    evaluator = values or finder.values
+    text = evaluator.string(expression, scope)
     if isinstance(text, str):
         match = _DURATION.fullmatch(text)
         if match:
             return Limit(seconds=float(match.group(1)) * _UNITS[match.group(2).lower()])
-    value = finder.values.number(expression, scope)
+    value = evaluator.number(expression, scope)
     if isinstance(value, Unresolved):
         return Limit(unresolved=value)
     if value is None:
         return None  # RQ's default applies
     if value == -1:
-        return Limit(off="timeout=-1 (no limit)")
-    return finder.limit(expression, scope, "timeout")
+        return Limit(off=f"{label}=-1 (no limit)")
+    return finder.limit(expression, scope, label, evaluator)
 
 
 FRAMEWORK = Rq()
