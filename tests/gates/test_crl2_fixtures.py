@@ -197,3 +197,23 @@ def test_celery_annotations_that_cannot_be_read_are_crl204_naming_why() -> None:
     (finding,) = check_source("app/module.py", example_source(named).encode(), CONFIG).findings
     assert finding.code == "CRL204"
     assert "task_annotations 'proj.annotations:Limits' is no dict the gate can read" in finding.message
+
+
+def test_dramatiq_infinity_is_no_limit_and_zero_times_every_message_out() -> None:
+    source = """
+    import dramatiq
+    @dramatiq.actor(time_limit=float("inf"))
+    def endless(): ...
+    @dramatiq.actor(time_limit=0)
+    def immediate(): ...
+    """
+    findings = check_source("app/module.py", example_source(source).encode(), CONFIG).findings
+    assert [(finding.line, finding.code, finding.message) for finding in findings] == [
+        (2, "CRL203", 'dramatiq: time_limit=float("inf") is Dramatiq\'s "no limit", which turns the limit off'),
+        (
+            4,
+            "CRL203",
+            "dramatiq: time_limit=0 times every message out at once (the deadline is now + time_limit); "
+            "give it a positive time_limit in milliseconds",
+        ),
+    ]
