@@ -1,9 +1,11 @@
 """arq as a CRL2 framework: `func(coroutine, timeout=...)` / `cron(...)`, and the `WorkerSettings` class.
 
-A settings class (`functions = [...]`, `cron_jobs = [...]`, `job_timeout = ...`) in a module that imports
-arq declares its functions; `job_timeout` applies to those without their own `timeout=`. arq's documented
-default (300 s) counts unless the limit is turned off (`job_timeout=None`, zero or negative); strict mode
-demands an explicit timeout.
+A settings class (`functions = [...]`, `cron_jobs = [...]`, `job_timeout = ...`, plain or annotated, as
+`job_timeout: int | None = None`) in a module that imports arq declares its functions; `job_timeout` applies
+to those without their own `timeout=` (arq/worker.py, `run_job`: `timeout_s = self.job_timeout_s if
+function.timeout_s is None else function.timeout_s`). The job then runs under `asyncio.wait_for(job,
+timeout_s)`: `None` is no limit, and zero or negative times the job out at once (a bug, reported as such).
+arq's documented default (300 s) counts otherwise; strict mode demands an explicit timeout.
 """
 
 from __future__ import annotations
@@ -11,7 +13,18 @@ from __future__ import annotations
 import ast
 
 from corral.gates.analysis.names import Scope
-from corral.gates.frameworks.base import UNRESOLVED, UNSET, Framework, Limit, Words, keyword, string_keyword
+from corral.gates.analysis.values import Unresolved
+from corral.gates.frameworks.base import (
+    DECORATOR,
+    UNRESOLVED,
+    UNSET,
+    Framework,
+    Limit,
+    Words,
+    keyword,
+    shown,
+    string_keyword,
+)
 from corral.gates.frameworks.walk import Finder
 
 FUNCTIONS = frozenset({"arq.func", "arq.worker.func", "arq.cron", "arq.cron.cron"})
@@ -34,13 +47,17 @@ class Arq(Framework):
         fallback: Limit | None = None
         for statement in cls.body:
             if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
-                target = statement.targets[0]
-                if isinstance(target, ast.Name) and target.id in ("functions", "cron_jobs"):
-                    lists.append(statement.value)
-                elif isinstance(target, ast.Name) and target.id == "job_timeout":
-                    fallback = finder.limit(statement.value, scope, "job_timeout")
-                    if fallback == UNSET:
-                        fallback = Limit(off="job_timeout=None is no limit")
+                target, value = statement.targets[0], statement.value
+            elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+                target, value = statement.target, statement.value
+            else:
+                continue
+            if isinstance(target, ast.Name) and target.id in ("functions", "cron_jobs"):
+                lists.append(value)
+            elif isinstance(target, ast.Name) and target.id == "job_timeout":
+                fallback = _limit(finder, value, scope, "job_timeout")
+                if fallback == UNSET:
+                    fallback = Limit(off="job_timeout=None is no limit")
         if not lists or not finder.imports("arq"):
             return
         for functions in lists:
@@ -60,22 +77,37 @@ class Arq(Framework):
             finder.seen_calls.add(id(call))
         target = call.args[0] if call is not None and call.args else node
         function = finder.function(target, scope)
+        name = string_keyword(call, "name", finder.values, scope) if call is not None else None
+        name = name or (function.name if function else None)
         found = None
         if call is not None:
             own = keyword(call, "timeout")
             if own is not None:
-                found = finder.limit(own.value, scope, "timeout")
+                found = _limit(finder, own.value, scope, "timeout")
                 found = None if found == UNSET else found
+        source = DECORATOR
         if found is None and fallback is not None:
-            if fallback.seconds is None:
-                found = fallback
+            found, source = fallback, WORKER
+        if found is not None and found.seconds is not None:
+            if found.seconds <= 0:
+                label = "timeout" if source == DECORATOR else "job_timeout"
+                problem = (
+                    f"arq: {label}={shown(found.seconds)} times every job out at once (arq runs it under "
+                    f"asyncio.wait_for(job, {label})); give it a positive {label}"
+                )
+                finder.fail(self, node, function, self.code, problem, name=name)
             else:
-                finder.add(self, node, function, timeout=fallback.seconds, source=WORKER, queue=None)
-                return
-        name = string_keyword(call, "name", finder.values, scope) if call is not None else None
-        finder.default_or_explicit(
-            self, node, function, found, label="timeout", name=name or (function.name if function else None)
-        )
+                finder.add(self, node, function, timeout=found.seconds, source=source, name=name, queue=None)
+            return
+        finder.default_or_explicit(self, node, function, found, label="timeout", name=name)
+
+
+def _limit(finder: Finder, expression: ast.expr, scope: Scope, label: str) -> Limit:
+    """A timeout in seconds (zero or negative kept, for `_function`), `UNSET` for None, or unresolvable."""
+    value = finder.values.number(expression, scope)
+    if isinstance(value, Unresolved):
+        return Limit(unresolved=value)
+    return UNSET if value is None else Limit(seconds=value)
 
 
 FRAMEWORK = Arq()
