@@ -230,9 +230,11 @@ class Finder:
 
     def _not_a_function(self, framework: Framework, decorator: ast.expr, applied_to: ast.expr | None) -> None:
         shown_argument = ast.unparse(applied_to) if applied_to is not None else "?"
+        located = self.values.definition(applied_to) if applied_to is not None else None
+        why = f" ({located})" if isinstance(located, Unresolved) else ""
         problem = (
-            f"{ast.unparse(decorator)} applied to {shown_argument}, which is no function defined in this module: "
-            f"the gate cannot read the job kind it declares"
+            f"{ast.unparse(decorator)} applied to {shown_argument}, which is no function defined in this module"
+            f"{why}: the gate cannot read the job kind it declares"
         )
         self.fail(framework, decorator, None, UNRESOLVED, problem, name=shown_argument)
 
