@@ -160,11 +160,16 @@ class Finder:
     def _applied(self, decorator: ast.Call, argument: ast.expr, scope: Scope) -> None:
         """A decorator applied as a call (`app.task(time_limit=30)(send)`): a declaration when the decorator
         is a framework's, read as if it decorated the function `argument` names."""
-        if not self.dispatch.declaring_text.search(ast.unparse(decorator.func)):
-            return  # only names that say task, job... (`partial(f)(x)` and the like are no declaration)
+        named = self.values.dotted(decorator.func, scope)
+        if named not in self.dispatch.by_decorator and not self.dispatch.declaring_text.search(
+            ast.unparse(decorator.func)
+        ):
+            return  # a framework's decorator, or a name saying task, job... (not `partial(f)(x)` and the like)
         function = self.function(argument, scope)
-        self.seen_calls.add(id(decorator))
+        found = len(self.kinds)
         self._decorator(decorator, function, scope, argument)
+        if len(self.kinds) > found:
+            self.seen_calls.add(id(decorator))  # read as the declaration: not a call of its own
 
     def _method_called(self, call: ast.Call, method: ast.Attribute, scope: Scope) -> None:
         """A call of a method that declares a kind on an object a framework call made (`app.register_task`)."""
