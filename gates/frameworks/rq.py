@@ -4,7 +4,9 @@ called), which passes its arguments on to RQ's, and each `Queue(...).enqueue*(fn
 The decorator's timeout is `timeout=` / `job_timeout=` or the third positional argument, in seconds or as a
 duration string (`"5m"`, `"1h"`). An enqueue's is `job_timeout=` (`timeout=` of `enqueue_call`), else the
 queue's `default_timeout=`; `enqueue`, `enqueue_in` and `enqueue_at` pass a `timeout=` on to the function
-(rq/queue.py, `parse_args` pops only `job_timeout`), so it is no limit there. RQ's documented default (180 s)
+(rq/queue.py, `parse_args` pops only `job_timeout`), so it is no limit there. A django-rq queue (its `@job`
+without a timeout, `get_queue("name")`) takes its default_timeout from the `RQ_QUEUES` setting of the
+project's settings modules. RQ's documented default (180 s)
 counts unless the limit is turned off (`-1`, zero or negative); strict mode demands an explicit timeout.
 """
 
@@ -14,7 +16,7 @@ import ast
 import re
 
 from corral.gates.analysis.names import Scope
-from corral.gates.analysis.values import StaticValues, Unresolved
+from corral.gates.analysis.values import Located, StaticValues, Unresolved
 from corral.gates.frameworks.base import (
     UNRESOLVED,
     Decoration,
@@ -32,6 +34,11 @@ from corral.gates.frameworks.walk import Finder, Made
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", re.IGNORECASE)
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 QUEUES = frozenset({"rq.Queue", "rq.queue.Queue"})
+# django-rq's queues, named in the Django setting RQ_QUEUES, whose "DEFAULT_TIMEOUT" is each queue's
+# default_timeout (django_rq/queues.py, `get_queue`); its `@job` takes its queue by name through `get_queue`.
+DJANGO_QUEUES = frozenset({"django_rq.get_queue", "django_rq.queues.get_queue"})
+DJANGO_JOBS = frozenset({"django_rq.job", "django_rq.decorators.job"})
+SETTING, SETTING_KEY = "RQ_QUEUES", "DEFAULT_TIMEOUT"
 # The enqueueing methods of a queue, the keyword each takes its job's timeout by, and the position of the
 # function among its arguments (rq/queue.py: `enqueue_in(time_delta, func, ...)`, `enqueue_at(datetime, f, ...)`).
 ENQUEUES = {"enqueue": ("job_timeout", 0), "enqueue_call": ("timeout", 0), "enqueue_in": ("job_timeout", 1)}
@@ -46,7 +53,7 @@ class Rq(Framework):
     call_methods = frozenset(ENQUEUES)
     default_limit = 180.0
     no_limit_arguments = '("default", timeout=-1)'
-    decorators = frozenset({"rq.decorators.job", "django_rq.job", "django_rq.decorators.job"})
+    decorators = frozenset({"rq.decorators.job"}) | DJANGO_JOBS
 
     INVALID = (
         """
@@ -74,10 +81,19 @@ class Rq(Framework):
                 found = _timeout(finder, expression, site.scope)
             elif has_double_star(call):
                 found = Limit(unresolved=finder.values.unresolved(call, "timeout may come from **kwargs"))
+        target = call.func if call is not None else site.node
+        if found is None and finder.values.dotted(target, site.scope) in DJANGO_JOBS:
+            # Bare, or given a function first, django-rq's @job uses the "default" queue.
+            named = queue or ("default" if call is None or not call.args else None)
+            settled = _settings_default(finder, named, site.node) if named is not None else None
+            if settled is not None:
+                found, where = settled
+                self._found(finder, site.node, site.function, found, QUEUE, site.function.name, named, where)
+                return
         finder.default_or_explicit(self, site.node, site.function, found, label="timeout", queue=queue)
 
     def owns_call(self, made: str, attribute: str) -> bool:
-        return made in QUEUES and attribute in ENQUEUES
+        return (made in QUEUES or made in DJANGO_QUEUES) and attribute in ENQUEUES
 
     def method_called(self, finder: Finder, call: ast.Call, scope: Scope, made: Made) -> None:
         """`queue.enqueue(fn, ..., job_timeout=...)`: the job this call enqueues, limited by its own timeout,
@@ -104,12 +120,24 @@ class Rq(Framework):
             finder.fail(self, call, function, UNRESOLVED, problem, name=name, queue=queue)
             return
         default = keyword(queue_call, "default_timeout")
-        if default is None and len(queue_call.args) > 2:
+        django = made.maker in DJANGO_QUEUES
+        if default is None and not django and len(queue_call.args) > 2:
             default = ast.keyword(arg="default_timeout", value=queue_call.args[2])
+        if default is None and django:
+            queue = queue or ("default" if not queue_call.args and keyword(queue_call, "name") is None else None)
+            settled = _settings_default(finder, queue, queue_call) if queue is not None else None
+            if queue is None:
+                problem = f"the queue at {queue_values.where(queue_call)}: its name cannot be read"
+                finder.fail(self, call, function, UNRESOLVED, problem, name=name, queue=queue)
+                return
+            if settled is not None:
+                self._found(finder, call, function, settled[0], QUEUE, name, queue, settled[1])
+                return
         if default is not None:
             found = _timeout(finder, default.value, None, "default_timeout", queue_values)
             if found is not None:
-                self._found(finder, call, function, found, QUEUE, name, queue, queue_values.where(queue_call))
+                at = f"the queue at {queue_values.where(queue_call)}"
+                self._found(finder, call, function, found, QUEUE, name, queue, at)
                 return
         elif has_double_star(queue_call):
             problem = f"the queue at {queue_values.where(queue_call)}: default_timeout may come from **kwargs"
@@ -120,7 +148,7 @@ class Rq(Framework):
     def _found(
         self,
         finder: Finder,
-        call: ast.Call,
+        call: ast.expr,
         function: Function | None,
         found: Limit,
         source: str,
@@ -128,7 +156,8 @@ class Rq(Framework):
         queue: str | None,
         where: str | None = None,
     ) -> None:
-        at = f"the queue at {where}: " if where is not None else ""
+        """Report a limit read from one place; `where` names that place when it is not the call itself."""
+        at = f"{where}: " if where is not None else ""
         if found.unresolved is not None:
             finder.fail(self, call, function, UNRESOLVED, f"{at}{found.unresolved}", name=name, queue=queue)
         elif found.seconds is not None:
@@ -136,6 +165,54 @@ class Rq(Framework):
         else:
             problem = f"rq: {at}{found.off}, which turns the limit off"
             finder.fail(self, call, function, self.code, problem, name=name, queue=queue)
+
+
+def _settings_default(finder: Finder, queue: str, node: ast.AST) -> tuple[Limit, str] | None:
+    """The default_timeout django-rq gives `queue`: its "DEFAULT_TIMEOUT" in the RQ_QUEUES of every settings
+    module of the project (the shortest; any that turns it off or cannot be read decides). None when no
+    settings module gives one (RQ's default then applies)."""
+    found: list[tuple[Limit, str]] = []
+    for relpath in finder.values.project.files_containing(SETTING.encode()):
+        module = finder.values.project.file(relpath)
+        if module is None or SETTING not in module.bindings:
+            continue
+        values = finder.values.for_module(module)
+        setting = values.member(Located(module.tree, values), SETTING, node)
+        at = values.where(setting.node) if isinstance(setting, Located) else relpath
+        where = f"queue {queue!r} in the {SETTING} at {at}"
+        if isinstance(setting, Unresolved) or not isinstance(setting.node, ast.Dict):
+            reason = setting if isinstance(setting, Unresolved) else values.unresolved(setting.node, "not a dict")
+            found.append((Limit(unresolved=reason), where))
+            continue
+        entry = _entry(setting.node, queue, setting.values)
+        if isinstance(entry, Unresolved):
+            found.append((Limit(unresolved=entry), where))
+        elif entry is not None:
+            limit = _timeout(finder, entry, None, SETTING_KEY, setting.values)
+            if limit is not None:
+                found.append((limit, where))
+    for limit, where in found:
+        if limit.seconds is None:
+            return limit, where
+    return min(found, key=lambda each: each[0].seconds or 0.0) if found else None
+
+
+def _entry(settings: ast.Dict, queue: str, values: StaticValues) -> ast.expr | Unresolved | None:
+    """`RQ_QUEUES[queue]["DEFAULT_TIMEOUT"]` in a dict literal (None: not given)."""
+    for key, value in zip(settings.keys, settings.values, strict=True):
+        if key is None:
+            return values.unresolved(settings, f"{{**...}} may configure queue {queue!r}")
+        if values.string(key) != queue:
+            continue
+        if not isinstance(value, ast.Dict):
+            return values.unresolved(value, f"the settings of queue {queue!r} are not a dict literal")
+        for inner_key, inner_value in zip(value.keys, value.values, strict=True):
+            if inner_key is None:
+                return values.unresolved(value, f"{{**...}} may set {SETTING_KEY}")
+            if values.string(inner_key) == SETTING_KEY:
+                return inner_value
+        return None
+    return None
 
 
 def _timeout(

@@ -197,3 +197,25 @@ def test_celery_apps_built_by_an_imported_factory_are_traced_through_it(copy) ->
     completed = run_corral("check", cwd=root)
     assert finding_lines(completed.stdout) == ["proj/tasks.py:4:2: CRL202", "proj/tasks.py:8:2: CRL202"]
     assert "the Celery app at proj/factory.py:5 sets task_time_limit=None" in completed.stdout
+
+
+def test_django_rq_queues_take_their_default_timeout_from_rq_queues(copy) -> None:
+    root = copy("django_rq")
+    completed = run_corral("check", cwd=root)
+    assert finding_lines(completed.stdout) == ["shop/jobs.py:9:2: CRL203", "shop/jobs.py:23:5: CRL203"]
+    assert "queue 'high' in the RQ_QUEUES at shop/settings.py:1: DEFAULT_TIMEOUT=-1 (no limit)" in completed.stdout
+    report = json.loads(run_corral("jobs", "--static", "--format", "json", cwd=root).stdout)["jobs"]
+    assert [(kind["kind"], kind["timeout"], kind["source"]) for kind in report] == [
+        ("by_default_queue", 360.0, "queue default_timeout"),
+        ("endless", None, None),
+        ("limited_on_high", 60.0, "decorator"),
+        ("rq_default", 180.0, "framework default"),
+        ("by_default_queue", 360.0, "queue default_timeout"),
+        ("endless", None, None),
+        ("endless", 30.0, "queue default_timeout"),
+        ("endless", 45.0, "enqueue"),
+    ]
+    # The settings module is a dependency: a queue given a limit there passes on the next (cached) run.
+    settings = root / "shop" / "settings.py"
+    settings.write_text(settings.read_text().replace('"DEFAULT_TIMEOUT": -1', '"DEFAULT_TIMEOUT": 600'))
+    assert run_corral("check", cwd=root).returncode == 0
