@@ -319,22 +319,47 @@ def _configuring(app: _App) -> Iterator[tuple[ast.stmt, set[str], StaticValues]]
 
 def _project_apps(values: StaticValues) -> list[_App]:
     """Every Celery app of the project (a shared task runs under whichever app imports it): each
-    `X = Celery(...)`, and each `Celery(...)` a module-level factory function returns."""
+    `X = Celery(...)`; each `X = make_celery(...)` of a module-level factory function returning a `Celery(...)`
+    (configured by the factory and where X is bound), and a factory's app itself when no module binds one."""
     apps: list[_App] = []
-    modules = [values.module]
-    for relpath in values.project.files_containing(b"Celery("):
+    factories: list[tuple[ast.FunctionDef, ast.Call, StaticValues]] = []
+    for module_values in _modules_containing(values, b"Celery("):
+        for bindings in module_values.module.bindings.values():
+            for binding in bindings:
+                if isinstance(binding, ast.Call) and module_values.dotted(binding.func) in APPS:
+                    apps.append(_App(Located(binding, module_values)))
+                elif isinstance(binding, ast.FunctionDef):
+                    made = returned_call(binding)
+                    if made is not None and module_values.dotted(made.func) in APPS:
+                        factories.append((binding, made, module_values))
+    for factory, made, factory_values in factories:
+        called = [
+            _App(Located(made, factory_values), (Located(binding, caller),))
+            for caller in _modules_containing(values, factory.name.encode())
+            for bindings in caller.module.bindings.values()
+            for binding in bindings
+            if isinstance(binding, ast.Call) and _calls_function(caller, binding, factory)
+        ]
+        apps.extend(called or [_App(Located(made, factory_values))])
+    return apps
+
+
+def _modules_containing(values: StaticValues, needle: bytes) -> list[StaticValues]:
+    """The evaluators of the checked module and of every project module whose bytes hold `needle`."""
+    found = [values]
+    for relpath in values.project.files_containing(needle):
         if relpath != values.module.relpath:
             module = values.project.file(relpath)
             if module is not None:
-                modules.append(module)
-    for module in modules:
-        module_values = values.for_module(module)
-        for bindings in module.bindings.values():
-            for binding in bindings:
-                made = returned_call(binding) if isinstance(binding, ast.FunctionDef) else binding
-                if isinstance(made, ast.Call) and module_values.dotted(made.func) in APPS:
-                    apps.append(_App(Located(made, module_values)))
-    return apps
+                found.append(values.for_module(module))
+    return found
+
+
+def _calls_function(values: StaticValues, call: ast.Call, function: ast.FunctionDef) -> bool:
+    if not isinstance(call.func, (ast.Name, ast.Attribute)):
+        return False
+    located = values.definition(call.func)
+    return isinstance(located, Located) and located.node is function
 
 
 def _annotations(app: _App) -> tuple[ast.expr | Unresolved, StaticValues] | None:

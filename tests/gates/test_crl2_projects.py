@@ -182,20 +182,27 @@ def test_rq_job_decorators_wrapped_by_the_project(copy) -> None:
 def test_celery_apps_built_by_an_imported_factory_are_traced_through_it(copy) -> None:
     root = copy("celery_factory")
     completed = run_corral("check", cwd=root)
-    assert finding_lines(completed.stdout) == ["proj/tasks.py:8:2: CRL202"]
+    assert finding_lines(completed.stdout) == ["proj/shared.py:4:2: CRL202", "proj/tasks.py:8:2: CRL202"]
     assert "task unlimited has no time_limit and the Celery app at proj/factory.py:11 sets no" in completed.stdout
     report = json.loads(run_corral("jobs", "--static", "--format", "json", cwd=root).stdout)["jobs"]
     assert [(kind["kind"], kind["timeout"]) for kind in report] == [
         ("configured_after_the_factory", 15.0),
+        ("under_every_app", None),
         ("limited_by_the_factory", 60.0),
         ("unlimited", None),
         ("mail.send", 30.0),
     ]
-    # The factory is a dependency of the tasks' module: its limit turned off changes their verdict.
+    # Configured where the factory's app is bound: the shared task runs under each of the three apps.
+    worker = root / "proj" / "worker.py"
+    worker.write_text(worker.read_text() + "bare.conf.task_time_limit = 5\n")
+    assert run_corral("check", cwd=root).returncode == 0
+    report = json.loads(run_corral("jobs", "--static", "--format", "json", cwd=root).stdout)["jobs"]
+    assert ("under_every_app", 5.0) in [(kind["kind"], kind["timeout"]) for kind in report]
+    # The factory is a dependency of the tasks' modules: its limit turned off changes their verdict.
     factory = root / "proj" / "factory.py"
     factory.write_text(factory.read_text().replace("task_time_limit = 60", "task_time_limit = None"))
     completed = run_corral("check", cwd=root)
-    assert finding_lines(completed.stdout) == ["proj/tasks.py:4:2: CRL202", "proj/tasks.py:8:2: CRL202"]
+    assert finding_lines(completed.stdout) == ["proj/shared.py:4:2: CRL202", "proj/tasks.py:4:2: CRL202"]
     assert "the Celery app at proj/factory.py:5 sets task_time_limit=None" in completed.stdout
 
 
