@@ -376,7 +376,9 @@ def _annotations(app: _App) -> tuple[ast.expr | Unresolved, StaticValues] | None
     loaded: tuple[ast.expr | Unresolved, StaticValues] | None = None
     for statement, app_names, statement_values in _configuring(app):
         direct = _conf_value(statement, app_names, statement_values, ANNOTATIONS_SETTING)
-        if direct is not None:
+        # A mapping the gate cannot read (`conf.update(flask_app.config)`) is reported through task_time_limit
+        # for the tasks relying on the app's limit; it is not assumed to annotate over a task's own.
+        if direct is not None and not isinstance(direct, Unresolved):
             found = direct, statement_values
         loading = _loading_call(statement, app_names)
         target = _config_object(loading, statement_values) if loading is not None else None
@@ -513,8 +515,11 @@ def _conf_value(
             if given is not None:
                 found = given.value
             for argument in call.args:
-                if isinstance(argument, ast.Dict):
-                    for key, value in zip(argument.keys, argument.values, strict=True):
+                literal = _literal(argument, values)
+                # A dict constant of this module given by name reads as the dict itself.
+                mapping = literal[0] if not isinstance(literal, Unresolved) and literal[1] is values else None
+                if isinstance(mapping, ast.Dict):
+                    for key, value in zip(mapping.keys, mapping.values, strict=True):
                         if key is None:
                             found = values.unresolved(argument, "conf.update({**...}) may set it")
                         elif isinstance(key, ast.Constant) and key.value == setting:

@@ -217,3 +217,24 @@ def test_dramatiq_infinity_is_no_limit_and_zero_times_every_message_out() -> Non
             "give it a positive time_limit in milliseconds",
         ),
     ]
+
+
+def test_celery_conf_update_with_a_dict_constant_reads_it_and_an_opaque_mapping_annotates_nothing() -> None:
+    source = """
+    from celery import Celery
+    CONFIG = {"task_time_limit": 40, "task_annotations": {"*": {"time_limit": 0}}}
+    app = Celery("x")
+    app.conf.update(CONFIG)
+    @app.task
+    def a(): ...
+    flask_config = load()
+    other = Celery("y")
+    other.conf.update(flask_config)
+    @other.task(time_limit=10)
+    def b(): ...
+    @other.task
+    def c(): ...
+    """
+    findings = check_source("app/module.py", example_source(source).encode(), CONFIG).findings
+    assert [(finding.line, finding.code) for finding in findings] == [(5, "CRL202"), (12, "CRL204")]
+    assert "conf.update(<mapping>) may set it" in findings[1].message
