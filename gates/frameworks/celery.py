@@ -112,7 +112,7 @@ class Celery(Framework):
             finder.fail(self, call, None, UNRESOLVED, problem, name=shown_class)
             return
         cls, class_values = located.node, located.values
-        given = class_values.class_attribute(located, "name", TASK_CLASSES)
+        given = self._class_member(finder, located, "name", 0)
         if given is None:
             qualified: str | None = f"{class_values.module.names.module}.{cls.name}"
         elif isinstance(given, Located) and isinstance(given.node, ast.expr):
@@ -194,28 +194,44 @@ class Celery(Framework):
         return _annotation_limit(finder, expression, values, task.qualified)
 
     def _class_limit(self, finder: Finder, expression: ast.expr, scope: Scope | None, values: StaticValues) -> Limit:
-        located = values.definition(expression, scope)
+        located = self._named_class(finder, expression, values, scope)
         if isinstance(located, Unresolved):
             return Limit(unresolved=located)
-        if isinstance(located.node, ast.expr):
-            # task_cls="proj.tasks:MyTask": a class named by a string.
-            text = located.values.string(located.node)
-            if isinstance(text, Unresolved):
-                return Limit(unresolved=text)
-            located = finder.values.lookup(text.replace(":", "."), expression)
-            if isinstance(located, Unresolved):
-                return Limit(unresolved=located)
         if not isinstance(located.node, ast.ClassDef):
             return Limit(unresolved=values.unresolved(expression, f"{ast.unparse(expression)} is not a class"))
         return self._class_time_limit(finder, located, 0)
 
+    def _named_class(
+        self, finder: Finder, expression: ast.expr, values: StaticValues, scope: Scope | None = None
+    ) -> Located | Unresolved:
+        """What a class expression stands for; also `task_cls="proj.tasks:MyTask"`, a class named by a string."""
+        located = values.definition(expression, scope)
+        if isinstance(located, Located) and isinstance(located.node, ast.expr):
+            text = located.values.string(located.node)
+            if isinstance(text, Unresolved):
+                return text
+            return finder.values.lookup(text.replace(":", "."), expression)
+        return located
+
     def _class_time_limit(self, finder: Finder, located: Located, depth: int) -> Limit:
-        """A task class's `time_limit`, through its bases; `app.Task` (the app's task class) gives the app's
-        `task_cls` limit, and `celery.Task` none."""
+        """A task class's `time_limit` (see `_class_member`)."""
+        found = self._class_member(finder, located, TIME_LIMIT, depth)
+        if found is None:
+            return UNSET
+        if isinstance(found, Unresolved):
+            return Limit(unresolved=found)
+        assert isinstance(found.node, ast.expr)
+        return finder.limit(found.node, None, TIME_LIMIT, found.values)
+
+    def _class_member(
+        self, finder: Finder, located: Located, attribute: str, depth: int
+    ) -> Located | Unresolved | None:
+        """A task class's `attribute`, through its bases (None: none sets it): `app.Task` (the app's task
+        class) is the app's `task_cls`, and `celery.Task` sets nothing the gate reads."""
         cls, values = located.node, located.values
         assert isinstance(cls, ast.ClassDef)
         if depth > _CLASSES_AT_MOST:
-            return Limit(unresolved=values.unresolved(cls, "too many base classes (a cycle?)"))
+            return values.unresolved(cls, "too many base classes (a cycle?)")
         for statement in cls.body:
             if isinstance(statement, ast.Assign):
                 targets, value = statement.targets, statement.value
@@ -223,12 +239,13 @@ class Celery(Framework):
                 targets, value = [statement.target], statement.value
             else:
                 continue
-            if any(isinstance(target, ast.Name) and target.id == "time_limit" for target in targets):
-                return finder.limit(value, None, "time_limit", values)
+            if any(isinstance(target, ast.Name) and target.id == attribute for target in targets):
+                return Located(value, values)
         for base in cls.bases:
             dotted = values.dotted(base)
             if dotted in TASK_CLASSES or dotted == "builtins.object":
                 continue
+            inner: Located | Unresolved
             if isinstance(base, ast.Attribute) and base.attr == "Task":
                 made = finder.made(base.value, None, values)
                 if made is not None and made.maker in APPS:
@@ -236,19 +253,19 @@ class Celery(Framework):
                     task_cls = keyword(made.owner.node, "task_cls")
                     if task_cls is None:
                         continue
-                    limit = self._class_limit(finder, task_cls.value, None, made.owner.values)
-                    if limit != UNSET:
-                        return limit
-                    continue
-            inner = values.definition(base)
+                    inner = self._named_class(finder, task_cls.value, made.owner.values)
+                else:
+                    inner = values.definition(base)
+            else:
+                inner = values.definition(base)
             if isinstance(inner, Unresolved):
-                return Limit(unresolved=inner)
+                return inner
             if not isinstance(inner.node, ast.ClassDef):
-                return Limit(unresolved=values.unresolved(base, f"base class {ast.unparse(base)} cannot be read"))
-            limit = self._class_time_limit(finder, inner, depth + 1)
-            if limit != UNSET:
-                return limit
-        return UNSET
+                return values.unresolved(base, f"base class {ast.unparse(base)} cannot be read")
+            found = self._class_member(finder, inner, attribute, depth + 1)
+            if found is not None:
+                return found
+        return None
 
     def _app_limit(self, finder: Finder, app: _App) -> tuple[str, Limit]:
         """The task time limit an app gives tasks without one: its task_cls, then its configuration."""
