@@ -93,6 +93,17 @@ WAITING_METHODS = frozenset({"wait", "communicate"})
 SPAWN_MODE_FUNCTIONS = frozenset(name for name in SPAWNERS if name.startswith("os.spawn"))
 SPAWN_WAITS = "os.P_WAIT"
 
+# A task its own scope awaits (directly, by the name it is bound to, or through these functions) ends
+# before the scope does: structured, not fire-and-forget.
+AWAITABLE_TASKS = frozenset(
+    {"asyncio.create_task", "asyncio.ensure_future", "asyncio.tasks.create_task", "asyncio.tasks.ensure_future"}
+    | {"asyncio.Task", "asyncio.tasks.Task", "<loop>.create_task"}
+)
+TASK_WAITERS = frozenset(
+    f"{module}.{name}" for module in ("asyncio", "asyncio.tasks") for name in ("gather", "wait", "wait_for", "shield")
+)
+TASKS_ITERATED = frozenset({"asyncio.as_completed", "asyncio.tasks.as_completed"})
+
 # Modules whose attributes, fetched by a name the gate cannot read, may be one of the spawners.
 SPAWNER_MODULES = frozenset(
     {"threading", "_thread", "os", "pty", "asyncio", "asyncio.tasks", "asyncio.subprocess", "<loop>"}

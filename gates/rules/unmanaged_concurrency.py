@@ -17,6 +17,11 @@ bound to), `os.spawn*(mode, ...)` unless the mode is `os.P_WAIT`, and `asyncio.T
 that start a thread or a process per request (`socketserver.ThreadingMixIn`/`ForkingMixIn` and the
 `Threading*`/`Forking*` servers, `http.server.ThreadingHTTPServer`), `os.posix_spawn*` and
 `multiprocessing.Manager()` (a server process) are ordinary references.
+
+A task is fire-and-forget unless the scope that starts it awaits it: `await create_task(...)`, or a task
+(or a list of tasks: a literal, a comprehension, `.append`) bound to a name that the scope awaits, passes
+to an awaited `gather`/`wait`/`wait_for`/`shield`, or iterates with `as_completed`. A task stored in an
+attribute, returned or handed on outlives the scope: a finding.
 """
 
 from __future__ import annotations
@@ -34,11 +39,14 @@ from corral.gates.config import Config
 from corral.gates.findings import Finding
 from corral.gates.knowledge import spawners
 from corral.gates.knowledge.spawners import (
+    AWAITABLE_TASKS,
     CALLED_ONLY,
     SPAWN_MODE_FUNCTIONS,
     SPAWN_WAITS,
     SPAWNER_NAMES,
     SPAWNERS,
+    TASK_WAITERS,
+    TASKS_ITERATED,
     WAITED_FOR,
     WAITING_METHODS,
     display_name,
@@ -228,6 +236,7 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         self.found: list[Finding] = []
         self.follows_reexports = may_use_reexports(Source(context.text.encode(), context.relpath))
         self._waited: set[ast.Call] | None = None
+        self._awaited: set[ast.Call] | None = None
 
     @classmethod
     def code_for(cls, name: str | None, extra: tuple[str, ...] = ()) -> str | None:
@@ -291,6 +300,12 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         candidates = self.resolve_all(node.func)
+        starts = self.names.resolve_all(node.func, self.scope, attributes=True)
+        if any(name in AWAITABLE_TASKS for name in starts) and node in self.awaited:
+            # A task this scope awaits: its spawner is named here, but nothing outlives the scope.
+            for part in (*node.args, *node.keywords):
+                self.visit(part)
+            return
         name = next((name for name in candidates if name in CALLED_ONLY), None)
         if name is None and self.follows_reexports:
             # `from app.compat import Popen` then `Popen(...)`: judged as the spawner it re-exports.
@@ -322,6 +337,71 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         else:
             message = f"{shown} {ADVICE}"
         self.found.append(self.context.finding(call, code, message))
+
+    @property
+    def awaited(self) -> set[ast.Call]:
+        """The calls starting a task their own scope awaits: `await create_task(...)`, a task (or a list of
+        them, built by a literal, a comprehension or `.append`) bound to a name the binding scope awaits,
+        passes to an awaited `gather`/`wait`/`wait_for`/`shield`, or iterates with `as_completed`.
+        Computed once per file, only when a file names a task starter in a call."""
+        if self._awaited is not None:
+            return self._awaited
+        awaited: set[ast.Call] = set()
+        bound: list[tuple[ast.Call, str, Scope]] = []
+        awaits: set[tuple[str, Scope]] = set()
+
+        def named(expression: ast.expr, scope: Scope) -> None:
+            if isinstance(expression, ast.Starred):
+                expression = expression.value
+            if isinstance(expression, ast.Call):
+                awaited.add(expression)
+            elif isinstance(expression, ast.Name) and (binder := scope.binder(expression.id)) is not None:
+                awaits.add((expression.id, binder))
+            elif isinstance(expression, (ast.List, ast.Tuple, ast.Set)):
+                for element in expression.elts:
+                    named(element, scope)
+
+        def bind(name: str, value: ast.expr, scope: Scope) -> None:
+            binder = scope.binder(name)
+            if binder is None:
+                return
+            if isinstance(value, ast.Call):
+                bound.append((value, name, binder))
+            elif isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+                for element in value.elts:
+                    bind(name, element, scope)
+            elif isinstance(value, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+                bind(name, value.elt, scope)
+
+        for node, scope in scoped_nodes(self.context.tree, self.names):
+            if isinstance(node, ast.Await):
+                value = node.value
+                if isinstance(value, ast.Call) and any(
+                    name in TASK_WAITERS for name in self.names.resolve_all(value.func, scope)
+                ):
+                    for argument in value.args:
+                        named(argument, scope)
+                else:
+                    named(value, scope)
+            elif isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.iter, ast.Call):
+                if any(name in TASKS_ITERATED for name in self.names.resolve_all(node.iter.func, scope)):
+                    for argument in node.iter.args:
+                        named(argument, scope)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if len(targets) == 1 and isinstance(targets[0], ast.Name):
+                    bind(targets[0].id, node.value, scope)
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("append", "add")
+                and isinstance(node.func.value, ast.Name)
+                and len(node.args) == 1
+            ):
+                bind(node.func.value.id, node.args[0], scope)
+        awaited.update(call for call, name, binder in bound if (name, binder) in awaits)
+        self._awaited = awaited
+        return awaited
 
     @property
     def waited(self) -> set[ast.Call]:
