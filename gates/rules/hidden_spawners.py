@@ -1,7 +1,11 @@
 """CRL106: spawners reached in ways a reader (or a simpler linter) cannot see.
 
-`getattr` on a spawner module with a name the gate cannot read or with a spawner's name, importing such a
-module through `__import__` / `importlib.import_module`, and `from <spawner module> import *`.
+`getattr` on a spawner module with a name the gate cannot read or with a spawner's name, and the same
+through the module's namespace (`vars(threading)[name]`, `threading.__dict__[name]`, `.get(name)`);
+importing such a module through `__import__` / `importlib.import_module` (a relative name resolved against
+its `package=`; a name built at run time whose literal start names one: `f"multiprocessing.{x}"`,
+`"multiprocessing." + x`), fetching it from `sys.modules` or naming a spawner with
+`pkgutil.resolve_name("concurrent.futures:ThreadPoolExecutor")`; and `from <spawner module> import *`.
 """
 
 from __future__ import annotations
@@ -27,9 +31,12 @@ from corral.gates.rules.base import Rule
 from corral.gates.source.prefilter import NAME, RELATIVE_IMPORT, WHITESPACE, WORD, Lines, Source, ends_word, starts_word
 
 DYNAMIC_IMPORTS = frozenset({"builtins.__import__", "importlib.import_module", "importlib.__import__"})
+RESOLVE_NAME = "pkgutil.resolve_name"
+SYS_MODULES = "sys.modules"
+NAMESPACES = frozenset({"builtins.vars"})
 
 # -- the prefilter: a textual over-approximation of what `check` finds ------------------------------------
-_MODULES = rb"(?:threading|_thread|multiprocessing|concurrent|asyncio|os|pty)\b"
+_MODULES = rb"(?:threading|_thread|multiprocessing|concurrent|asyncio|os|pty|subprocess|socketserver|http)\b"
 # A dynamic import of a spawner module names the module in a string (the import function may be aliased).
 _QUOTED_MODULE = re.compile(rb"['\"]" + _MODULES)
 # A call of a dynamic import function, and the function named without being called (an alias, a value).
@@ -43,6 +50,65 @@ _STAR_IMPORT = re.compile(rb"import" + WHITESPACE + rb"*\*")
 # `getattr` named without being called: an alias, or the function passed on.
 _GETATTR_UNCALLED = re.compile(rb"getattr(?![\w\x80-\xff])(?!" + WHITESPACE + rb"*\()")
 _GETATTR_CALL = re.compile(rb"getattr" + WHITESPACE + rb"*\(")
+# A module's namespace: `vars(` then the module, or the module then `.__dict__` (found by their literal
+# word first: a pattern starting with a class or a name would be tried at every byte of every file).
+_VARS_CALL = re.compile(rb"vars" + WHITESPACE + rb"*\(")
+# `vars` as a value (an alias, a default, an argument): after what starts an expression or before what
+# ends one. Prose ("template vars") is neither, and most files mention the word only there.
+_STARTS_EXPRESSION = re.compile(rb"(?:[=(,\[:{]|(?<![\w\x80-\xff])(?:return|else|or|and|yield|in|lambda))$")
+_ENDS_EXPRESSION = re.compile(WHITESPACE + rb"*[,)\]};]")
+# The dotted name before `.__dict__`; its first name is what the lookup resolves through.
+_NAME_BEFORE_DOT = re.compile(
+    rb"(?<![\w\x80-\xff.])("
+    + NAME
+    + rb")(?:"
+    + WHITESPACE
+    + rb"*\."
+    + WHITESPACE
+    + rb"*"
+    + NAME
+    + rb")*"
+    + WHITESPACE
+    + rb"*\."
+    + WHITESPACE
+    + rb"*$"
+)
+# How far before `.__dict__` its object's name is looked for (a longer span: admit the file).
+_LOOK_BACK = 200
+
+
+def _vars_as_value(data: bytes) -> bool:
+    """Whether `vars` stands somewhere as a value rather than called or in prose."""
+    position = data.find(b"vars")
+    while position != -1:
+        end = position + 4
+        if starts_word(data, position) and ends_word(data, end) and not _VARS_CALL.match(data, position):
+            before = data[max(0, position - 16) : position].rstrip(b" \t\f\\\r\n")
+            if _STARTS_EXPRESSION.search(before) or _ENDS_EXPRESSION.match(data, end):
+                return True
+        position = data.find(b"vars", end)
+    return False
+
+
+def _namespace_heads(data: bytes) -> Iterator[bytes | None]:
+    """The names a namespace lookup may look into: the first name inside `vars(...)`, and the name before
+    each `.__dict__` (None: one too far back to read)."""
+    for match in _VARS_CALL.finditer(data):
+        if starts_word(data, match.start()):
+            yield from _heads(data, match.end())
+    position = data.find(b"__dict__")
+    while position != -1:
+        before = _NAME_BEFORE_DOT.search(data, max(0, position - _LOOK_BACK), position)
+        if before is None:
+            # Not a name's attribute (`f().__dict__`, `x[0].__dict__`) or too far to read: the object
+            # may still be a module, so the file is admitted.
+            if data[max(0, position - 1) : position] == b".":
+                yield None
+        else:
+            yield before.group(1)
+        position = data.find(b"__dict__", position + 8)
+
+
 _IMPORTS = (re.compile(rb"import(?![\w\x80-\xff])"), re.compile(rb"from(?![\w\x80-\xff])"))
 # A comment runs to the end of its line: matched whole, it can be matched only one way (a pattern that
 # could stop a comment at any `#` backtracks exponentially over comment lines).
@@ -98,7 +164,8 @@ def _heads(data: bytes, position: int) -> Iterator[bytes]:
 
 
 def _may_reach_spawner_module(data: bytes, *, in_spawner_package: bool) -> bool:
-    """Whether a getattr call may have a spawner module or an event loop as its first argument.
+    """Whether a getattr call, or a namespace lookup (`vars(x)`, `x.__dict__`), may have a spawner module
+    or an event loop as its object.
 
     As `names.py` resolves it, that argument starts with a name bound by an import of a spawner module
     (or of a loop factory or type), or assigned from a value starting with such a name (a chain of
@@ -108,7 +175,13 @@ def _may_reach_spawner_module(data: bytes, *, in_spawner_package: bool) -> bool:
     """
     if any(starts_word(data, match.start(), after_dot=True) for match in _GETATTR_UNCALLED.finditer(data)):
         return True
+    if b"vars" in data and _vars_as_value(data):
+        return True
     heads = {head for match in _GETATTR_CALL.finditer(data) for head in _heads(data, match.end())}
+    for head in _namespace_heads(data):
+        if head is None:
+            return True
+        heads.add(head)
     if not heads:
         return False
     lines = Lines(data)
@@ -195,6 +268,54 @@ def _names_bound_from(lines: Lines, name: bytes) -> Iterator[bytes | None]:
 _ADVICE = "outside infra; name the API inside an infra helper instead"
 
 
+def _named_module(node: ast.expr) -> tuple[str, bool] | None:
+    """The spawner module a string names, and whether the string is whole: `"threading"` names it; a
+    string built at run time (`f"multiprocessing.{x}"`, `"multiprocessing." + x`) names the module its
+    literal start ends in a `.` or `:` after. None when it names none."""
+    whole = True
+    if isinstance(node, ast.JoinedStr):
+        first = node.values[0] if node.values else None
+        node, whole = (first if isinstance(first, ast.Constant) else ast.Constant(value="")), False
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        while isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            node = node.left
+        whole = False
+    if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+        return None
+    text: str = node.value
+    # `<loop>` stands for an event loop in the table, never for a module.
+    modules = sorted(SPAWNER_MODULES - {"<loop>"})
+    if whole:
+        return (text, True) if text in SPAWNER_MODULES and text != "<loop>" else None
+    prefixes = [text[:index] for index, char in enumerate(text) if char in ".:"]
+    found = next((name for name in prefixes if name in modules), None)
+    if found is None and text.endswith("."):
+        # `"concurrent." + x` may complete to `concurrent.futures`.
+        found = next((module for module in modules if module.startswith(text)), None)
+    return None if found is None else (found, False)
+
+
+def _imported_module(call: ast.Call) -> tuple[str, bool] | None:
+    """The spawner module a dynamic import names: its first argument, resolved against a literal
+    `package=` when it is relative (`import_module(".futures", package="concurrent")`)."""
+    target = call.args[0]
+    if isinstance(target, ast.Constant) and isinstance(target.value, str) and target.value.startswith("."):
+        package = next((keyword.value for keyword in call.keywords if keyword.arg == "package"), None)
+        if package is None and len(call.args) > 1:
+            package = call.args[1]
+        if not (isinstance(package, ast.Constant) and isinstance(package.value, str)):
+            return None
+        relative = target.value
+        level = len(relative) - len(relative.lstrip("."))
+        parts = package.value.split(".")
+        if level > len(parts):
+            return None
+        base = ".".join(parts[: len(parts) - level + 1])
+        rest = relative[level:]
+        target = ast.Constant(value=f"{base}.{rest}" if rest else base)
+    return _named_module(target)
+
+
 class HiddenSpawners(Rule, ScopedVisitor):
     HIDDEN: ClassVar[str] = "CRL106"
     codes: ClassVar[dict[str, str]] = {
@@ -252,8 +373,8 @@ class HiddenSpawners(Rule, ScopedVisitor):
     def __init__(self, context: FileContext) -> None:
         Rule.__init__(self, context)
         # The ways of hiding, and any alias bound to one of them (`im = importlib.import_module`).
-        hiders = {*DYNAMIC_IMPORTS, "builtins.getattr"}
-        words = {"getattr", "__import__", "import_module", "import"}
+        hiders = {*DYNAMIC_IMPORTS, *NAMESPACES, "builtins.getattr", RESOLVE_NAME, SYS_MODULES}
+        words = {"getattr", "__import__", "import_module", "import", "vars", "__dict__", "modules", "resolve_name"}
         words.update(
             alias
             for scope in (context.names.root, *context.names.scopes.values())
@@ -268,10 +389,16 @@ class HiddenSpawners(Rule, ScopedVisitor):
         data = source.data
         if source.has(b"__import__", b"import_module") and _dynamic_import_may_name_spawner(data):
             return True
+        # `sys.modules["threading"]`, `resolve_name("concurrent.futures:...")`: a string names the module,
+        # which the file need not import.
+        if source.has(b"modules", b"resolve_name") and _QUOTED_MODULE.search(data):
+            return True
         if not source.holds(imports_spawner_module):
             return False
         in_spawner_package = bool(source.package) and source.package[0] in _SPAWNER_PACKAGES
-        if source.has(b"getattr") and _may_reach_spawner_module(data, in_spawner_package=in_spawner_package):
+        if source.has(b"getattr", b"vars", b"__dict__") and _may_reach_spawner_module(
+            data, in_spawner_package=in_spawner_package
+        ):
             return True
         return _STAR_IMPORT.search(data) is not None
 
@@ -286,23 +413,69 @@ class HiddenSpawners(Rule, ScopedVisitor):
         candidates = self.resolve_all(node.func)
         importer = next((name for name in candidates if name in DYNAMIC_IMPORTS), None)
         if "builtins.getattr" in candidates and len(node.args) >= 2:
-            module = next((name for name in self.resolve_all(node.args[0]) if name in SPAWNER_MODULES), None)
+            module = self._spawner_module(node.args[0])
             if module is not None:
-                attribute = node.args[1]
-                shown = display_name(module)
-                if not (isinstance(attribute, ast.Constant) and isinstance(attribute.value, str)):
-                    self._report(
-                        node,
-                        f"getattr({shown}, <name>) may fetch a spawner the gate cannot see {_ADVICE}",
-                    )
-                elif spawner_kind(f"{module}.{attribute.value}") is not None:
-                    self._report(node, f"getattr({shown}, {attribute.value!r}) hides a spawner {_ADVICE}")
+                self._check_fetch(node, f"getattr({display_name(module)}, {{}})", module, node.args[1])
+        elif any(name in NAMESPACES for name in candidates) and len(node.args) == 1:
+            pass  # judged where the namespace is looked into (`visit_Subscript`, `.get`)
         elif importer is not None and node.args:
-            target = node.args[0]
-            # `<loop>` stands for an event loop in the table, never for a module.
-            if isinstance(target, ast.Constant) and target.value in SPAWNER_MODULES and target.value != "<loop>":
-                self._report(node, f"dynamic import of {target.value} hides its spawners {_ADVICE}")
+            named = _imported_module(node)
+            if named is not None and named[1]:
+                self._report(node, f"dynamic import of {named[0]} hides its spawners {_ADVICE}")
+            elif named is not None:
+                self._report(node, f"dynamic import of a name built on {named[0]} may hide its spawners {_ADVICE}")
+        elif RESOLVE_NAME in candidates and node.args:
+            self._check_resolve_name(node, node.args[0])
+        elif isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args:
+            self._check_lookup(node, node.func.value, node.args[0])
         self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if isinstance(node.ctx, ast.Load):
+            self._check_lookup(node, node.value, node.slice)
+        self.generic_visit(node)
+
+    def _check_lookup(self, node: ast.expr, mapping: ast.expr, key: ast.expr) -> None:
+        """`sys.modules[...]` naming a spawner module; `vars(m)[...]` or `m.__dict__[...]` of one."""
+        if SYS_MODULES in self.resolve_all(mapping):
+            named = _named_module(key)
+            if named is not None:
+                self._report(node, f"sys.modules lookup of {named[0]} hides its spawners {_ADVICE}")
+            return
+        namespace_of: ast.expr | None = None
+        if isinstance(mapping, ast.Attribute) and mapping.attr == "__dict__":
+            namespace_of = mapping.value
+        elif (
+            isinstance(mapping, ast.Call)
+            and len(mapping.args) == 1
+            and any(name in NAMESPACES for name in self.resolve_all(mapping.func))
+        ):
+            namespace_of = mapping.args[0]
+        module = None if namespace_of is None else self._spawner_module(namespace_of)
+        if module is not None:
+            self._check_fetch(node, f"the namespace of {display_name(module)}[{{}}]", module, key)
+
+    def _check_resolve_name(self, node: ast.Call, name: ast.expr) -> None:
+        """`pkgutil.resolve_name("concurrent.futures:ThreadPoolExecutor")` (or the dotted form) names a
+        spawner or a spawner module; a name built at run time on a spawner module's prefix may."""
+        if isinstance(name, ast.Constant) and isinstance(name.value, str):
+            dotted = name.value.replace(":", ".")
+            if spawner_kind(dotted) is not None or dotted in SPAWNER_MODULES - {"<loop>"}:
+                self._report(node, f"pkgutil.resolve_name({name.value!r}) hides a spawner {_ADVICE}")
+            return
+        named = _named_module(name)
+        if named is not None:
+            self._report(node, f"pkgutil.resolve_name of a name built on {named[0]} may fetch a spawner {_ADVICE}")
+
+    def _spawner_module(self, node: ast.expr) -> str | None:
+        return next((name for name in self.resolve_all(node) if name in SPAWNER_MODULES), None)
+
+    def _check_fetch(self, node: ast.expr, shape: str, module: str, attribute: ast.expr) -> None:
+        """A fetch of `attribute` from a spawner module: a finding when the name is a spawner's or unknown."""
+        if not (isinstance(attribute, ast.Constant) and isinstance(attribute.value, str)):
+            self._report(node, f"{shape.format('<name>')} may fetch a spawner the gate cannot see {_ADVICE}")
+        elif spawner_kind(f"{module}.{attribute.value}") is not None:
+            self._report(node, f"{shape.format(repr(attribute.value))} hides a spawner {_ADVICE}")
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         origin = self.names.absolute_module(node.level, node.module)

@@ -5,8 +5,23 @@ default: each is a finding, because each is a way for domain code to start work 
 So is the same reference to a spawner a project module re-exports under the spawner's own name (`from
 app.infra.compat import Thread`, where compat says `from threading import Thread`), in a file whose imports
 name a spawner: infra may own threads,
-it may not hand the raw class out. The message names where it came from. A function or class the project
+it may not hand the raw class out (except under `Manager` and `Task`, names most projects give classes of
+their own). The message names where it came from. A function or class the project
 defines (an infra helper that starts the thread itself) is not followed.
+
+Some spawners are judged only where they are called, because their names are also types (`asyncio.Task` in
+an `isinstance`, `subprocess.Popen` in a signature) or because the call decides whether the work outlives
+it: `subprocess.Popen(...)` and `asyncio.create_subprocess_exec/_shell(...)` unless the same scope waits for
+the process (the item of a `with`, `.wait()`/`.communicate()` called on it at once or on the name it is
+bound to), `os.spawn*(mode, ...)` unless the mode is `os.P_WAIT`, and `asyncio.Task(coro)` always. Servers
+that start a thread or a process per request (`socketserver.ThreadingMixIn`/`ForkingMixIn` and the
+`Threading*`/`Forking*` servers, `http.server.ThreadingHTTPServer`), `os.posix_spawn*` and
+`multiprocessing.Manager()` (a server process) are ordinary references.
+
+A task is fire-and-forget unless the scope that starts it awaits it: `await create_task(...)`, or a task
+(or a list of tasks: a literal, a comprehension, `.append`) bound to a name that the scope awaits, passes
+to an awaited `gather`/`wait`/`wait_for`/`shield`, or iterates with `as_completed`. A task stored in an
+attribute, returned or handed on outlives the scope: a finding.
 """
 
 from __future__ import annotations
@@ -17,14 +32,23 @@ from collections.abc import Iterator
 from typing import ClassVar
 
 from corral.gates.analysis.context import FileContext
-from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning
+from corral.gates.analysis.names import Scope
+from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning, scoped_nodes
 from corral.gates.analysis.values import StaticValues
 from corral.gates.config import Config
 from corral.gates.findings import Finding
 from corral.gates.knowledge import spawners
 from corral.gates.knowledge.spawners import (
+    AWAITABLE_TASKS,
+    CALLED_ONLY,
+    SPAWN_MODE_FUNCTIONS,
+    SPAWN_WAITS,
     SPAWNER_NAMES,
     SPAWNERS,
+    TASK_WAITERS,
+    TASKS_ITERATED,
+    WAITED_FOR,
+    WAITING_METHODS,
     display_name,
     imports_spawner_module,
     may_import,
@@ -35,14 +59,29 @@ from corral.gates.source.prefilter import Source
 
 ADVICE = "outside infra; enqueue a job or call an infra helper instead"
 # A re-export is followed only under a spawner's own name, and only in a file whose imports name one.
-LEAF_NAMES = frozenset(name.decode() for name in SPAWNER_NAMES)
-_SPAWNER_WORD = re.compile(rb"(?<![\w\x80-\xff])(?:" + rb"|".join(sorted(SPAWNER_NAMES)) + rb")(?![\w\x80-\xff])")
+# Not under names most projects give classes of their own (Django's `Manager`, Celery's `Task`): every
+# models module would be read for a re-export that is never there.
+COMMON_NAMES = frozenset({b"Manager", b"Task"})
+_REEXPORTED = sorted(set(SPAWNER_NAMES) - COMMON_NAMES)
+LEAF_NAMES = frozenset(name.decode() for name in _REEXPORTED)
+_SPAWNER_WORD = re.compile(rb"(?<![\w\x80-\xff])(?:" + rb"|".join(_REEXPORTED) + rb")(?![\w\x80-\xff])")
 
 
 def may_use_reexports(source: Source) -> bool:
     """Whether the file's imports name a spawner (`from app.infra.compat import Thread`): the only files
     where the rule follows a re-export, so the prefilter admits them and skipping any other hides nothing."""
-    return source.imports_any(*SPAWNER_NAMES) and _SPAWNER_WORD.search(source.imports) is not None
+    return source.imports_any(*_REEXPORTED) and _SPAWNER_WORD.search(source.imports) is not None
+
+
+# Stands for an expression that starts nothing in `UnmanagedConcurrency.waited`.
+_NOT_A_CALL = ast.Call(func=ast.Name(id="", ctx=ast.Load()), args=[], keywords=[])
+
+
+def _started(expression: ast.expr) -> ast.Call:
+    """The call an expression starts a process with (`Popen(...)`, `await create_subprocess_exec(...)`)."""
+    if isinstance(expression, ast.Await):
+        expression = expression.value
+    return expression if isinstance(expression, ast.Call) else _NOT_A_CALL
 
 
 class UnmanagedConcurrency(Rule, ScopedVisitor):
@@ -110,6 +149,13 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         def shadowed(threading):
             threading.Thread()
         """,
+        """
+        import subprocess
+        def run(command):
+            with subprocess.Popen(command) as process:
+                process.poll()
+            return subprocess.Popen(command).wait()
+        """,
     )
     INVALID = (
         """
@@ -165,6 +211,11 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         def f(factory=threading.Timer):  # error: 15 CRL101 "threading.Timer"
             return factory
         """,
+        """
+        import subprocess
+        def start(command):
+            subprocess.Popen(command)  # error: 5 CRL102 "subprocess.Popen whose process this scope does not wait"
+        """,
     )
 
     def __init__(self, context: FileContext) -> None:
@@ -184,13 +235,16 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         ScopedVisitor.__init__(self, context.names, lines_mentioning(context.text, words))
         self.found: list[Finding] = []
         self.follows_reexports = may_use_reexports(Source(context.text.encode(), context.relpath))
+        self._waited: set[ast.Call] | None = None
+        self._awaited: set[ast.Call] | None = None
 
     @classmethod
     def code_for(cls, name: str | None, extra: tuple[str, ...] = ()) -> str | None:
         """The code a reference to the resolved `name` is reported under (`extra`: the configured
         `extend-spawners`), or None when it starts nothing."""
         kind = spawner_kind(name, extra)
-        return None if kind is None else cls.CODE_FOR_KIND[kind]
+        # Those judged only where they are called are reported by `visit_Call`.
+        return None if kind is None or name in CALLED_ONLY else cls.CODE_FOR_KIND[kind]
 
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:
@@ -232,6 +286,8 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         # Any candidate binding that is a spawner makes the reference one (`threading` bound to both
         # `threading` and `dummy_threading` by a try/except import).
         candidates = self.names.resolve_all(node, self.scope, attributes=True)
+        if any(name in CALLED_ONLY for name in candidates):
+            return True  # judged where it is called (`visit_Call`)
         for name in candidates:
             code = self.code_for(name, self.extra)
             if code is not None:
@@ -241,6 +297,142 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
 
     def visit_Name(self, node: ast.Name) -> None:
         self._check_reference(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        candidates = self.resolve_all(node.func)
+        starts = self.names.resolve_all(node.func, self.scope, attributes=True)
+        if any(name in AWAITABLE_TASKS for name in starts) and node in self.awaited:
+            # A task this scope awaits: its spawner is named here, but nothing outlives the scope.
+            for part in (*node.args, *node.keywords):
+                self.visit(part)
+            return
+        name = next((name for name in candidates if name in CALLED_ONLY), None)
+        if name is None and self.follows_reexports:
+            # `from app.compat import Popen` then `Popen(...)`: judged as the spawner it re-exports.
+            origins = (
+                origin
+                for candidate in candidates
+                if candidate.rpartition(".")[2] in LEAF_NAMES
+                for origin, _ in StaticValues.of(self.context).project.origins(candidate) or ()
+            )
+            name = next((origin for origin in origins if origin in CALLED_ONLY), None)
+        if name is not None:
+            self._check_called(node, name)
+        self.generic_visit(node)
+
+    def _check_called(self, call: ast.Call, name: str) -> None:
+        """A spawner that starts work only when called: reported unless this call provably waits for it."""
+        code = self.CODE_FOR_KIND[SPAWNERS[name]]
+        shown = display_name(name)
+        if name in SPAWN_MODE_FUNCTIONS:
+            mode = self.resolve(call.args[0]) if call.args else None
+            if mode == SPAWN_WAITS:
+                return
+            why = "with a mode the gate cannot read" if mode is None else f"with {mode.rpartition('.')[2]}"
+            message = f"{shown} {why} (only os.P_WAIT waits for the process) {ADVICE}"
+        elif name in WAITED_FOR:
+            if call in self.waited:
+                return
+            message = f"{shown} whose process this scope does not wait for (with, .wait(), .communicate()) {ADVICE}"
+        else:
+            message = f"{shown} {ADVICE}"
+        self.found.append(self.context.finding(call, code, message))
+
+    @property
+    def awaited(self) -> set[ast.Call]:
+        """The calls starting a task their own scope awaits: `await create_task(...)`, a task (or a list of
+        them, built by a literal, a comprehension or `.append`) bound to a name the binding scope awaits,
+        passes to an awaited `gather`/`wait`/`wait_for`/`shield`, or iterates with `as_completed`.
+        Computed once per file, only when a file names a task starter in a call."""
+        if self._awaited is not None:
+            return self._awaited
+        awaited: set[ast.Call] = set()
+        bound: list[tuple[ast.Call, str, Scope]] = []
+        awaits: set[tuple[str, Scope]] = set()
+
+        def named(expression: ast.expr, scope: Scope) -> None:
+            if isinstance(expression, ast.Starred):
+                expression = expression.value
+            if isinstance(expression, ast.Call):
+                awaited.add(expression)
+            elif isinstance(expression, ast.Name) and (binder := scope.binder(expression.id)) is not None:
+                awaits.add((expression.id, binder))
+            elif isinstance(expression, (ast.List, ast.Tuple, ast.Set)):
+                for element in expression.elts:
+                    named(element, scope)
+
+        def bind(name: str, value: ast.expr, scope: Scope) -> None:
+            binder = scope.binder(name)
+            if binder is None:
+                return
+            if isinstance(value, ast.Call):
+                bound.append((value, name, binder))
+            elif isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+                for element in value.elts:
+                    bind(name, element, scope)
+            elif isinstance(value, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+                bind(name, value.elt, scope)
+
+        for node, scope in scoped_nodes(self.context.tree, self.names):
+            if isinstance(node, ast.Await):
+                value = node.value
+                if isinstance(value, ast.Call) and any(
+                    name in TASK_WAITERS for name in self.names.resolve_all(value.func, scope)
+                ):
+                    for argument in value.args:
+                        named(argument, scope)
+                else:
+                    named(value, scope)
+            elif isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.iter, ast.Call):
+                if any(name in TASKS_ITERATED for name in self.names.resolve_all(node.iter.func, scope)):
+                    for argument in node.iter.args:
+                        named(argument, scope)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if len(targets) == 1 and isinstance(targets[0], ast.Name):
+                    bind(targets[0].id, node.value, scope)
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("append", "add")
+                and isinstance(node.func.value, ast.Name)
+                and len(node.args) == 1
+            ):
+                bind(node.func.value.id, node.args[0], scope)
+        awaited.update(call for call, name, binder in bound if (name, binder) in awaits)
+        self._awaited = awaited
+        return awaited
+
+    @property
+    def waited(self) -> set[ast.Call]:
+        """The calls starting a process that their own scope waits for: the item of a `with`, a call whose
+        `.wait()`/`.communicate()` is called at once, or one bound to a name that the scope binding it
+        calls `.wait()`/`.communicate()` on. Computed once per file, only when a file starts one."""
+        if self._waited is not None:
+            return self._waited
+        waited: set[ast.Call] = set()
+        bound: list[tuple[ast.Call, str, Scope]] = []
+        waits: set[tuple[str, Scope]] = set()
+        for node, scope in scoped_nodes(self.context.tree, self.names):
+            if isinstance(node, (ast.With, ast.AsyncWith)):
+                waited.update(_started(item.context_expr) for item in node.items)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr in WAITING_METHODS:
+                    receiver = node.func.value
+                    waited.add(_started(receiver))
+                    binder = scope.binder(receiver.id) if isinstance(receiver, ast.Name) else None
+                    if isinstance(receiver, ast.Name) and binder is not None:
+                        waits.add((receiver.id, binder))
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if len(targets) == 1 and isinstance(targets[0], ast.Name):
+                    binder = scope.binder(targets[0].id)
+                    if binder is not None:
+                        bound.append((_started(node.value), targets[0].id, binder))
+        waited.update(call for call, name, binder in bound if (name, binder) in waits)
+        waited.discard(_NOT_A_CALL)
+        self._waited = waited
+        return waited
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if not self._check_reference(node):

@@ -148,6 +148,45 @@ SLIPPERY = {
             import requests
             requests.post(url, timeout=5)
         """,
+    "sys.modules bound by a from-import under another name": """
+        from sys import modules as loaded
+        loaded["threading"]
+        """,
+    "a spawner module's namespace through an alias": """
+        import concurrent.futures as cf
+        def f(name):
+            return cf.__dict__ [name]
+        """,
+    "vars of an aliased module": """
+        import threading as t
+        make = vars (t)["Thread"]
+        """,
+    "the namespace of a submodule through its package's alias": """
+        import asyncio as aio
+        def f(name):
+            return aio.tasks.__dict__[name]
+        """,
+    "vars aliased": """
+        import threading
+        namespace = vars
+        namespace(threading)["Thread"]
+        """,
+    "resolve_name imported under another name": """
+        from pkgutil import resolve_name as find
+        find("multiprocessing:Process")
+        """,
+    "Popen aliased and not waited for": """
+        from subprocess import Popen as Start
+        Start(["sleep", "60"])
+        """,
+    "a per-request server through a from-import": """
+        from http import server
+        server.ThreadingHTTPServer(("", 0), server.BaseHTTPRequestHandler)
+        """,
+    "os.spawn with P_NOWAIT imported by name": """
+        from os import P_NOWAIT, spawnv
+        spawnv(P_NOWAIT, "/bin/sleep", ["sleep"])
+        """,
     # Python reads identifiers NFKC-normalised: these are fullwidth letters spelling `threading`.
     "spawner module named with look-alike letters": """
         import \uff54\uff48\uff52\uff45\uff41\uff44\uff49\uff4e\uff47
