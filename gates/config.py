@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 DEFAULT_INFRA = ("**/infra/**",)
-DEFAULT_TESTS = ("tests/**", "**/tests/**", "**/test_*.py", "**/*_test.py", "**/conftest.py")
+# `**/tests.py`: a Django app's own test module.
+DEFAULT_TESTS = ("tests/**", "**/tests/**", "**/tests.py", "**/test_*.py", "**/*_test.py", "**/conftest.py")
 
 
 class ConfigError(Exception):

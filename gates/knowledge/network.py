@@ -5,9 +5,10 @@ CRL2: not without a timeout inside a job). Two kinds of knowledge live here:
 
 - `CALLS`: functions whose call is itself the network use (`requests.post`, `urllib.request.urlopen`,
   `socket.create_connection`) and constructors that connect or stand for a connection (`smtplib.SMTP`,
-  `http.client.HTTPConnection`);
+  `http.client.HTTPConnection`), and Django's mail functions (`send_mail`, `mail_admins`, ...);
 - `CLIENTS`: constructors of client objects whose methods talk to the network (`requests.Session`,
-  `httpx.AsyncClient`, `aiohttp.ClientSession`, `urllib3.PoolManager`, ...).
+  `httpx.AsyncClient`, `aiohttp.ClientSession`, `urllib3.PoolManager`, ...), Django's `EmailMessage` and
+  `EmailMultiAlternatives` (their `send()`) and mail connections (`get_connection().send_messages(...)`).
 
 `NetworkCalls` indexes, once per module and on first need, the names each scope binds to client objects: by construction
 (`s = requests.Session()`, `with httpx.Client() as c`, `(c := ...)`) or by annotation (a parameter or a
@@ -56,6 +57,7 @@ class NetworkCall(NamedTuple):
 
 
 _VERBS = ("get", "post", "put", "patch", "delete", "head", "options", "request")
+DJANGO_MAIL = "django.core.mail"
 
 CALLS: dict[str, Api] = {
     **{f"requests.{verb}": Api("requests") for verb in _VERBS},
@@ -74,6 +76,12 @@ CALLS: dict[str, Api] = {
     "smtplib.SMTP": Api("smtplib", 3),
     "smtplib.SMTP_SSL": Api("smtplib"),
     "smtplib.LMTP": Api("smtplib", 4),
+    # Django's mail functions open an SMTP connection through the configured backend.
+    **{
+        f"{module}.{function}": Api(DJANGO_MAIL)
+        for module in ("django.core.mail",)
+        for function in ("send_mail", "send_mass_mail", "mail_admins", "mail_managers")
+    },
 }
 
 _REQUESTS_SESSION = ClientKind("requests.Session", "requests", frozenset({*_VERBS, "send"}))
@@ -94,6 +102,13 @@ _SMTP = ClientKind(
         {"connect", "sendmail", "send_message", "login", "starttls", "ehlo", "helo", "ehlo_or_helo_if_needed"}
         | {"noop", "mail", "rcpt", "data", "verify", "docmd", "quit"}
     ),
+)
+
+# A Django e-mail sends through a connection of the configured backend (SMTP by default) when sent; the
+# connection itself opens one when opened or when it sends.
+_DJANGO_EMAIL = ClientKind("django.core.mail.EmailMessage", DJANGO_MAIL, frozenset({"send"}))
+_DJANGO_MAIL_CONNECTION = ClientKind(
+    "django.core.mail.get_connection", DJANGO_MAIL, frozenset({"send_messages", "open"})
 )
 
 # Constructors and factories of client objects, by every name they are importable as; the same names
@@ -122,6 +137,13 @@ CLIENTS: dict[str, ClientKind] = {
     "smtplib.SMTP": _SMTP,
     "smtplib.SMTP_SSL": _SMTP,
     "smtplib.LMTP": _SMTP,
+    **{
+        f"{module}.{name}": _DJANGO_EMAIL
+        for module in ("django.core.mail", "django.core.mail.message")
+        for name in ("EmailMessage", "EmailMultiAlternatives")
+    },
+    "django.core.mail.get_connection": _DJANGO_MAIL_CONNECTION,
+    "django.core.mail.backends.smtp.EmailBackend": _DJANGO_MAIL_CONNECTION,
 }
 
 # A name resolves to one of the APIs above only through an import that names its top-level module
@@ -146,7 +168,7 @@ _AS_WORD = re.compile(rb"(?<![\w.\x80-\xff])as(?![\w\x80-\xff])")
 _COMMENT = re.compile(rb"#[^\r\n]*")
 _BREAKS = re.compile(rb"\\(?:\r\n|\r|\n)|[()]")
 # `urllib` and `http` hold more than network code: `urllib.parse` and `http.HTTPStatus` talk to nobody.
-_NEEDS_SUBMODULE = {b"urllib": b"request", b"http": b"client"}
+_NEEDS_SUBMODULE = {b"urllib": b"request", b"http": b"client", b"django": b"core.mail"}
 # Every word a relative import of a network API can name: one that climbs out of every package names the
 # network package itself.
 _RELATIVE_WORDS = frozenset(part.encode() for name in (*CALLS, *CLIENTS) for part in name.split("."))
@@ -206,8 +228,12 @@ def _from_reaches_network(module: bytes, names: bytes) -> bool:
     needed = _NEEDS_SUBMODULE.get(package)
     if needed is None or rest.startswith(needed):
         return True
-    # `from urllib import request` names the submodule (or `*` brings it).
-    return not rest and (needed in names or b"*" in names)
+    # `from urllib import request`, `from django.core import mail` name the submodule (or `*` brings it).
+    head = rest + b"." if rest else b""
+    if not needed.startswith(head):
+        return False
+    step = needed[len(head) :].partition(b".")[0]
+    return step in names or b"*" in names
 
 
 def _relative_may_reach(source: Source) -> bool:

@@ -201,3 +201,11 @@ def test_self_gate() -> None:
     repo = Path(__file__).resolve().parents[2]
     completed = run_corral("check", ".", "--no-cache", cwd=repo)
     assert completed.returncode == 0, completed.stdout + completed.stderr
+
+
+def test_django_test_modules_are_tests_by_default(project) -> None:
+    spawn = "import threading\nthreading.Thread(target=print).start()\n"
+    root = project({"shop/tests.py": spawn, "tests.py": spawn, "shop/tests_helpers.py": spawn})
+    completed = run_corral("check", "--format", "json", ".", cwd=root)
+    assert completed.returncode == 1, completed.stderr
+    assert {finding["path"] for finding in json.loads(completed.stdout)["findings"]} == {"shop/tests_helpers.py"}
