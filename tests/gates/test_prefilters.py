@@ -22,6 +22,7 @@ from corral.gates.rules import RULES
 from corral.gates.rules.hidden_spawners import HiddenSpawners
 from corral.gates.rules.job_timeouts import JobTimeouts
 from corral.gates.rules.network_in_transaction import NetworkInTransaction
+from corral.gates.rules.network_timeouts import NetworkTimeouts
 from corral.gates.rules.unmanaged_concurrency import UnmanagedConcurrency
 from corral.gates.source.prefilter import Source
 from expectations import FIXTURES as FIXTURES_ROOT
@@ -50,8 +51,13 @@ def test_fixtures(fixture: Path) -> None:
 
 
 # Projects whose findings come from other modules: a job decorator wrapped there, a spawner re-exported there,
-# used in files that never name the framework or the spawner's module.
-PROJECTS = [FIXTURES_ROOT / "crl2_projects" / "rq_wrappers", FIXTURES_ROOT / "crl1_projects" / "reexports"]
+# a network call made by a helper there, used in files that never name the framework, the spawner's module
+# or a network API.
+PROJECTS = [
+    FIXTURES_ROOT / "crl2_projects" / "rq_wrappers",
+    FIXTURES_ROOT / "crl2_projects" / "helpers",
+    FIXTURES_ROOT / "crl1_projects" / "reexports",
+]
 PROJECT_FILES = [(root, path) for root in PROJECTS for path in sorted(root.rglob("*.py"))]
 
 
@@ -310,6 +316,11 @@ RULED_OUT = [
     (NetworkInTransaction, "from urllib.parse import quote as urlquote\nlog.transactions_seen(beginning)\n"),
     (NetworkInTransaction, "from .client import DatabaseClient\nDatabaseClient().atomically_applied()\n"),
     (JobTimeouts, "import functools\n@functools.cache\ndef compute(): ...\n"),
+    # A network call, or a helper's, with no job kind to judge it in.
+    (
+        NetworkTimeouts,
+        "import requests\nfrom .partners import notify\ndef f(url):\n    requests.get(url)\n    notify(url)\n",
+    ),
 ]
 
 

@@ -1,0 +1,213 @@
+"""CRL210 through project helpers: a job's call of a project function is judged by the network calls it makes."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_corral
+from expectations import FIXTURES
+
+HELPERS = FIXTURES / "crl2_projects" / "helpers"
+FETCH = "import requests\n\n\ndef fetch(url, timeout={timeout}):\n    return requests.get(url, timeout=timeout)\n"
+CHAIN = "fetch() -> requests.get (app/helpers.py:5)"
+
+
+def findings(root: Path, *args: str) -> list[str]:
+    completed = run_corral("check", *args, cwd=root)
+    assert completed.returncode in (0, 1), completed.stdout + completed.stderr
+    return completed.stdout.splitlines()[:-1]
+
+
+NOT_SHORTER = "is not shorter than the"
+IN_SYNC = "inside job 'orders.sync' (job 'orders.sync' times out after 30 s)"
+UNTIMED = "post_untimed() -> requests.post (app/partners.py:18) without a timeout"
+# The project's findings, one per call site in a job (the calls each job makes below them stay clean).
+EXPECTED = [
+    f"app/jobs.py:29:5: CRL210 notify_partner() -> {UNTIMED} {IN_SYNC}",
+    f"app/jobs.py:30:5: CRL210 post_slowly() -> requests.post (app/partners.py:26) timeout 60 s {NOT_SHORTER} 30 s "
+    "timeout of job 'orders.sync'",
+    # The helper's first call has a timeout; its second does not.
+    f"app/jobs.py:31:5: CRL210 check_then_post() -> requests.post (app/partners.py:31) without a timeout {IN_SYNC}",
+    "app/jobs.py:32:5: CRL210 sync_all() -> step_one() -> step_two() -> ... -> requests.post (app/partners.py:18) "
+    f"without a timeout {IN_SYNC}",
+    f"app/jobs.py:33:5: CRL210 notify() -> {UNTIMED} {IN_SYNC}",
+    "app/jobs.py:34:5: CRL210 ping() -> pong() -> post_slowly() -> requests.post (app/partners.py:26) timeout 60 s "
+    f"{NOT_SHORTER} 30 s timeout of job 'orders.sync'",
+    # A timeout passed to the helper's parameter, read at the call.
+    f"app/jobs.py:35:5: CRL210 post_json() -> requests.post (app/partners.py:14) timeout 45 s {NOT_SHORTER} 30 s "
+    "timeout of job 'orders.sync'",
+    "app/jobs.py:36:5: CRL204 relay() -> post_json() -> requests.post (app/partners.py:14) timeout order is a local "
+    "name, not a module-level constant (app/jobs.py:36)",
+    f"app/jobs.py:37:5: CRL210 forward() -> requests.get (app/partners.py:39) without a timeout {IN_SYNC}",
+    f"app/jobs.py:38:5: CRL210 through_the_client() -> httpx.Client (app/partners.py:10) timeout 30 s {NOT_SHORTER} "
+    "30 s timeout of job 'orders.sync'",
+    # The default of the helper's parameter, against a job shorter than it.
+    f"app/jobs.py:56:5: CRL210 post_json() -> requests.post (app/partners.py:14) timeout 5 s {NOT_SHORTER} 4 s "
+    "timeout of job 'quick.ping'",
+    "app/tasks.py:13:5: CRL210 sync_all() -> step_one() -> step_two() -> ... -> requests.post (app/partners.py:18) "
+    "without a timeout inside job 'celery_sync' (job 'celery_sync' times out after 20 s)",
+    f"app/tasks.py:19:5: CRL210 post_slowly() -> requests.post (app/partners.py:26) timeout 60 s {NOT_SHORTER} 30 s "
+    "timeout of job 'rq_sync'",
+    "app/tasks.py:25:5: CRL210 relay() -> post_json() -> requests.post (app/partners.py:14) timeout 10 s "
+    f"{NOT_SHORTER} 10 s timeout of job 'dramatiq_sync'",
+]
+
+
+@pytest.fixture
+def helpers(tmp_path: Path) -> Path:
+    target = tmp_path / "helpers"
+    shutil.copytree(HELPERS, target)
+    return target
+
+
+def test_each_call_of_a_helper_is_judged_by_the_network_calls_it_makes(helpers: Path) -> None:
+    assert findings(helpers, "--no-cache") == EXPECTED
+
+
+def test_a_cached_job_file_follows_the_helpers_it_reached(helpers: Path) -> None:
+    assert findings(helpers) == EXPECTED  # warms the cache
+    partners = helpers / "app" / "partners.py"
+    original = partners.read_text()
+    # The helper's default grows past quick.ping's 4 s and orders.sync's 30 s: jobs.py must be judged again.
+    partners.write_text(original.replace("PARTNER_TIMEOUT = 5", "PARTNER_TIMEOUT = 3"))
+    assert not any(":56:" in line for line in findings(helpers))
+    partners.write_text(original.replace("PARTNER_TIMEOUT = 5", "PARTNER_TIMEOUT = 40"))
+    changed = findings(helpers)
+    assert any(line.startswith("app/jobs.py:40:5: CRL210 post_json() -> requests.post") for line in changed), changed
+    partners.write_text(original)
+    assert findings(helpers) == EXPECTED
+
+
+def test_flake8_reports_the_same_chains(helpers: Path) -> None:
+    flake8 = Path(sys.executable).parent / "flake8"
+    completed = subprocess.run(
+        [str(flake8), "--isolated", "--select", "CRL", "app/jobs.py", "app/tasks.py"],
+        cwd=helpers,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 1, completed.stderr
+    assert completed.stdout.splitlines() == findings(helpers, "--no-cache")
+
+
+# A job of every framework the gate knows, calling `fetch(url)` from app/helpers.py: the job's limit is 30 s
+# where the framework takes one (SAQ's default is 10 s; Huey has none; Procrastinate's is the body's deadline).
+JOBS = {
+    "corral": """
+        from corral.runtime import Queue
+        from app.helpers import fetch
+        q = Queue("q", max_workers=2, timeout=30)
+        @q.job("crawl")
+        def crawl(ctx, url):
+            fetch(url)
+        """,
+    "celery": """
+        from celery import Celery
+        from app.helpers import fetch
+        app = Celery("p")
+        @app.task(time_limit=30)
+        def crawl(url):
+            fetch(url)
+        """,
+    "rq": """
+        from rq.decorators import job
+        from app.helpers import fetch
+        @job("default", timeout=30)
+        def crawl(url):
+            fetch(url)
+        """,
+    "django-rq": """
+        from django_rq import job
+        from app.helpers import fetch
+        @job("default", timeout=30)
+        def crawl(url):
+            fetch(url)
+        """,
+    "rq wrapped": """
+        from app.helpers import fetch
+        from app.wrappers import crawl_job
+        @crawl_job
+        def crawl(url):
+            fetch(url)
+        """,
+    "dramatiq": """
+        import dramatiq
+        from app.helpers import fetch
+        @dramatiq.actor(time_limit=30_000)
+        def crawl(url):
+            fetch(url)
+        """,
+    "arq": """
+        from arq import func
+        from app.helpers import fetch
+        async def crawl(ctx, url):
+            fetch(url)
+        class WorkerSettings:
+            functions = [func(crawl, timeout=30)]
+        """,
+    "taskiq": """
+        from taskiq import InMemoryBroker
+        from app.helpers import fetch
+        broker = InMemoryBroker()
+        @broker.task(timeout=30)
+        async def crawl(url):
+            fetch(url)
+        """,
+    "saq": """
+        from saq import Queue
+        from app.helpers import fetch
+        async def crawl(ctx, url):
+            fetch(url)
+        settings = {"queue": Queue.from_url("redis://localhost"), "functions": [crawl]}
+        """,
+    "huey": """
+        from huey import RedisHuey
+        from app.helpers import fetch
+        huey = RedisHuey("p")
+        @huey.task()
+        def crawl(url):
+            fetch(url)
+        """,
+    "procrastinate": """
+        import asyncio
+        import procrastinate
+        from app.helpers import fetch
+        app = procrastinate.App(connector=procrastinate.PsycopgConnector())
+        @app.task
+        async def crawl(url):
+            async with asyncio.timeout(30):
+                fetch(url)
+        """,
+}
+WRAPPERS = "from functools import partial\nfrom rq.decorators import job\ncrawl_job = partial(job, 'q', timeout=30)\n"
+
+
+def _jobs_project(project, jobs: str, timeout: str) -> Path:
+    return project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "app/__init__.py": "",
+            "app/helpers.py": FETCH.format(timeout=timeout),
+            "app/wrappers.py": WRAPPERS,
+            "app/jobs.py": jobs,
+        }
+    )
+
+
+@pytest.mark.parametrize("framework", JOBS)
+def test_every_framework_judges_the_helpers_its_jobs_call(project, framework: str) -> None:
+    root = _jobs_project(project, JOBS[framework], "None")
+    crl210 = [line for line in findings(root, "--no-cache") if " CRL210 " in line]
+    assert len(crl210) == 1, crl210
+    assert f" CRL210 {CHAIN} without a timeout inside job " in crl210[0]
+
+
+@pytest.mark.parametrize("framework", JOBS)
+def test_a_helper_with_a_short_timeout_stays_clean_in_every_framework(project, framework: str) -> None:
+    root = _jobs_project(project, JOBS[framework], "1")
+    assert [line for line in findings(root, "--no-cache") if " CRL210 " in line or " CRL204 " in line] == []
