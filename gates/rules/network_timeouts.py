@@ -2,10 +2,19 @@
 
 The calls and clients come from `corral.gates.knowledge.network` (shared with CRL4); the job kinds and their
 timeouts from `corral.gates.frameworks`. A call judged here: its own `timeout=` if given, else its client's
-(constructed in the job's function or at module level), else the library's default. `requests`,
+(constructed in the function or at module level), else the library's default. `requests`,
 `urllib`, `urllib3`, `socket`, `http.client` and `smtplib` have none (the global socket default, unset
 by default); httpx defaults to 5 s; aiohttp to a total of 300 s. Without a timeout, or with one not
 shorter than the job's, it is a finding; a timeout the gate cannot read is CRL204.
+
+A call in the job's body that runs project functions (`corral.gates.analysis.project` says which) is
+judged by every network call they make, transitively, with cycles cut (`corral.gates.knowledge.network_reach`
+walks them): each as if written there, read in the callee's module and scope, against this job's timeout.
+The first that fails is reported at the call, naming the chain. A timeout that is a parameter of a
+followed function is read at its call: the argument passed (through every hop), else the parameter's
+default; a helper's own `**kwargs` passed on carries the call's `timeout=`. Not followed: what runs later
+or never (functions and lambdas defined but not called, callables handed on, `if TYPE_CHECKING:`), calls
+through objects of unknown type, clients not seen constructed.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ from typing import ClassVar, NamedTuple
 
 from corral.gates.analysis.context import FileContext
 from corral.gates.analysis.names import ModuleNames, Scope, is_type_checking_test
-from corral.gates.analysis.project import Callee, ProjectFunctions
+from corral.gates.analysis.project import ProjectFunctions
 from corral.gates.analysis.values import StaticValues, Unresolved
 from corral.gates.config import Config
 from corral.gates.findings import Finding
@@ -57,6 +66,17 @@ class NetworkTimeouts(Rule):
         def deliver(ctx, url):
             requests.post(url, timeout=10)
         """,
+        """
+        import requests
+        from corral.runtime import Queue
+        webhook = Queue("webhook", max_workers=8, timeout=15)
+        def post(url, timeout=5):
+            return requests.post(url, timeout=timeout)
+        @webhook.job("webhook.deliver")
+        def deliver(ctx, url):
+            post(url)
+            post(url, timeout=10)
+        """,
     )
     INVALID = (
         """
@@ -67,6 +87,17 @@ class NetworkTimeouts(Rule):
         def deliver(ctx, url):
             requests.post(url, timeout=20)  # error: 5 CRL210 "requests.post timeout 20 s is not shorter"
             requests.get(url)  # error: 5 CRL210 "requests.get without a timeout inside job 'webhook.deliver'"
+        """,
+        """
+        import requests
+        from corral.runtime import Queue
+        webhook = Queue("webhook", max_workers=8, timeout=15)
+        def post(url, timeout=None):
+            return requests.post(url, timeout=timeout)
+        @webhook.job("webhook.deliver")
+        def deliver(ctx, url):
+            post(url)  # error: 5 CRL210 "post() -> requests.post (app/module.py:5) without a timeout inside job"
+            post(url, timeout=15)  # error: 5 CRL210 "post() -> requests.post (app/module.py:5) timeout 15 s"
         """,
     )
 
@@ -254,7 +285,7 @@ class NetworkTimeouts(Rule):
         positions = [parameter.arg for parameter in parameters]
         if name in positions:
             # Called on `self`/`cls`, a method's first parameter is the instance or the class.
-            index = positions.index(name) - (1 if self._is_method(hop.callee) else 0)
+            index = positions.index(name) - (1 if self._binds_first(hop) else 0)
             leading = call.args[: index + 1]
             if any(isinstance(argument, ast.Starred) for argument in leading):
                 return caller.values.unresolved(call, f"{name} of {shown} may come from *args")
@@ -298,9 +329,21 @@ class NetworkTimeouts(Rule):
         hop = place.path[-1]
         return _Place(self.values.for_module(hop.module), self.reach.network(hop.module), hop.scope, place.path[:-1])
 
-    def _is_method(self, callee: Callee) -> bool:
-        scope = callee.module.names.scope_of(callee.function)
-        return scope in self.reach.functions.methods(callee.module).by_scope
+    def _binds_first(self, hop: Hop) -> bool:
+        """Whether the call passes the method's first parameter itself: a method called on an instance or
+        a class method (not a function called through its class by name)."""
+        callee = hop.callee
+        owner = self.reach.functions.methods(callee.module).by_scope.get(callee.module.names.scope_of(callee.function))
+        if owner is None:
+            return False
+        func = hop.call.func
+        through_class = (
+            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == owner[0].name
+        )
+        classmethod = any(
+            isinstance(item, ast.Name) and item.id == "classmethod" for item in callee.function.decorator_list
+        )
+        return classmethod or not through_class
 
 
 class _Place(NamedTuple):

@@ -211,3 +211,90 @@ def test_every_framework_judges_the_helpers_its_jobs_call(project, framework: st
 def test_a_helper_with_a_short_timeout_stays_clean_in_every_framework(project, framework: str) -> None:
     root = _jobs_project(project, JOBS[framework], "1")
     assert [line for line in findings(root, "--no-cache") if " CRL210 " in line or " CRL204 " in line] == []
+
+
+JOB = """
+    import requests
+    from typing import TYPE_CHECKING
+    from corral.runtime import Queue
+    from app.helpers import from_settings, keyword_only, outer, positional_only, untimed, with_a_client
+    q = Queue("q", max_workers=2, timeout=30)
+    @q.job("k")
+    def k(ctx, url, options, args):
+        {call}
+    """
+HELPER_MODULES = {
+    "pyproject.toml": "[tool.corral]\n",
+    "app/__init__.py": "",
+    "app/settings.py": "HTTP_TIMEOUT = 40\n",
+    "app/helpers.py": """
+        import requests
+        from app.settings import HTTP_TIMEOUT
+
+        def keyword_only(url, *, timeout=60):
+            return requests.get(url, timeout=timeout)
+
+        def positional_only(url, timeout, /):
+            return requests.get(url, timeout=timeout)
+
+        def from_settings(url, timeout=HTTP_TIMEOUT):
+            return requests.get(url, timeout=timeout)
+
+        def outer(url, seconds):
+            return inner(url, seconds)
+
+        def inner(url, wait):
+            return requests.get(url, timeout=wait)
+
+        def untimed(url):
+            return requests.get(url)
+
+        def with_a_client(client, url):
+            return client.get(url)
+        """,
+}
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        ("keyword_only(url)", "CRL210 keyword_only() -> requests.get (app/helpers.py:5) timeout 60 s is not shorter"),
+        ("keyword_only(url, timeout=5)", None),
+        ("positional_only(url, 5)", None),
+        ("positional_only(url, 31)", "CRL210 positional_only() -> requests.get (app/helpers.py:8) timeout 31 s"),
+        ("from_settings(url)", "CRL210 from_settings() -> requests.get (app/helpers.py:11) timeout 40 s"),
+        ("from_settings(url, 20)", None),
+        ("outer(url, 50)", "CRL210 outer() -> inner() -> requests.get (app/helpers.py:17) timeout 50 s"),
+        ("outer(url, seconds=5)", None),
+        (
+            "from_settings(url, **options)",
+            "CRL204 from_settings() -> requests.get (app/helpers.py:11) timeout "
+            "timeout of from_settings() may come from **kwargs",
+        ),
+        (
+            "positional_only(*args)",
+            "CRL204 positional_only() -> requests.get (app/helpers.py:8) timeout timeout of "
+            "positional_only() may come from *args",
+        ),
+        (
+            "outer(url, options)",
+            "CRL204 outer() -> inner() -> requests.get (app/helpers.py:17) timeout options is a local name",
+        ),
+        # A client the gate does not know by construction is not judged (no guessing).
+        ("with_a_client(options, url)", None),
+        # Calls that run later, or never.
+        ("ctx.defer(lambda: untimed(url))", None),
+        ("ctx.defer(untimed, url)", None),
+        ("if TYPE_CHECKING:\n            untimed(url)", None),
+        ("def later():\n            untimed(url)", None),
+        # A function defined in the job and called there runs now.
+        ("def now():\n            untimed(url)\n        now()", "CRL210 now() -> untimed() -> requests.get"),
+    ],
+)
+def test_arguments_passed_to_a_helper_are_read_at_the_call(project, call: str, expected: str | None) -> None:
+    root = project({**HELPER_MODULES, "app/jobs.py": JOB.replace("{call}", call)})
+    lines = [line for line in findings(root, "--no-cache") if line.startswith("app/jobs.py")]
+    if expected is None:
+        assert lines == []
+    else:
+        assert len(lines) == 1 and expected in lines[0], lines
