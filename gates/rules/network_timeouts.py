@@ -22,12 +22,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from functools import cached_property
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple, TypeGuard
 
 from corral.gates.analysis.context import FileContext
 from corral.gates.analysis.names import ModuleNames, Scope, is_type_checking_test
 from corral.gates.analysis.project import ProjectFunctions
-from corral.gates.analysis.values import StaticValues, Unresolved
+from corral.gates.analysis.values import Located, StaticValues, Unresolved
 from corral.gates.config import Config
 from corral.gates.findings import Finding
 from corral.gates.frameworks import job_kinds
@@ -230,6 +230,14 @@ class NetworkTimeouts(Rule):
         if passed is not None:
             return passed if isinstance(passed, Unresolved) else self._seconds(*passed)
         values, scope = place.values, place.scope
+        if isinstance(expression, (ast.Name, ast.Attribute)):
+            # A constant holding a pair or a timeout object (`EXTERNAL_TIMEOUT = (10, 30)`) reads as one.
+            located = values.definition(expression, scope)
+            if isinstance(located, Located) and _structured(located.node, located.values):
+                constant = located.node
+                module = located.values.module
+                defined = _Place(located.values, self.reach.network(module), module.names.root, ())
+                return self._seconds(constant, defined)
         if isinstance(expression, ast.Tuple):
             total = 0.0
             for element in expression.elts:
@@ -363,6 +371,13 @@ class _Timeout(NamedTuple):
     where: ast.AST
     label: str
     seconds: float | Unresolved | None
+
+
+def _structured(node: ast.AST, values: StaticValues) -> TypeGuard[ast.Tuple | ast.Call]:
+    """Whether a constant's value is a (connect, read) pair or an httpx/aiohttp timeout object."""
+    if isinstance(node, ast.Tuple):
+        return True
+    return isinstance(node, ast.Call) and values.dotted(node.func) in HTTPX_TIMEOUTS | AIOHTTP_TIMEOUTS
 
 
 def _default(arguments: ast.arguments, name: str) -> ast.expr | None:
