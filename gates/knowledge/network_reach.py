@@ -13,13 +13,18 @@ network call's timeout inside a job) read this one walk.
 from __future__ import annotations
 
 import ast
-from typing import NamedTuple
+import weakref
+from typing import TYPE_CHECKING, NamedTuple
 
 from corral.gates.analysis.modules import ModuleInfo
 from corral.gates.analysis.names import Scope
 from corral.gates.analysis.project import Callee, Function, ProjectFunctions
 from corral.gates.analysis.scoped import ScopedVisitor
+from corral.gates.analysis.values import StaticValues
 from corral.gates.knowledge.network import NetworkCall, NetworkCalls
+
+if TYPE_CHECKING:
+    from corral.gates.analysis.context import FileContext
 
 # The uses kept per function: the first ones in source order. What a chain of helpers calling helpers can
 # reach grows with every path through them; past this many, the later ones are not followed.
@@ -79,6 +84,14 @@ class NetworkReach:
         self._walking: set[Function] = set()
         self._networks: dict[ModuleInfo, NetworkCalls] = {}
 
+    @classmethod
+    def of_file(cls, context: FileContext) -> NetworkReach:
+        """The walk seen from a checked file, one per file: its rules share what the other walked."""
+        known = _BY_CONTEXT.get(context)
+        if known is None:
+            known = _BY_CONTEXT[context] = cls(ProjectFunctions(StaticValues.of(context).project))
+        return known
+
     def of(self, callee: Callee) -> Reached | None:
         """The first network call `callee` makes when it runs, as a chain, or None."""
         uses = self.uses(callee)
@@ -119,6 +132,9 @@ class NetworkReach:
             self._known[function] = uses
             self._partial.pop(function, None)
         return uses, body.cut
+
+
+_BY_CONTEXT: weakref.WeakKeyDictionary[FileContext, NetworkReach] = weakref.WeakKeyDictionary()
 
 
 class _Body(ScopedVisitor):

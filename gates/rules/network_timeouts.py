@@ -26,7 +26,6 @@ from typing import ClassVar, NamedTuple, TypeGuard
 
 from corral.gates.analysis.context import FileContext
 from corral.gates.analysis.names import ModuleNames, Scope, is_type_checking_test
-from corral.gates.analysis.project import ProjectFunctions
 from corral.gates.analysis.values import Located, StaticValues, Unresolved
 from corral.gates.config import Config
 from corral.gates.findings import Finding
@@ -110,7 +109,7 @@ class NetworkTimeouts(Rule):
     @cached_property
     def reach(self) -> NetworkReach:
         """What the project functions called in a job's body reach (other modules read on demand)."""
-        return NetworkReach(ProjectFunctions(self.values.project))
+        return NetworkReach.of_file(self.context)
 
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:
