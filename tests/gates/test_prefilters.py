@@ -225,6 +225,12 @@ REVIEWED = [
         "app/module.py",
         "import requests, urllib.parse as up\n" + _CORRAL_JOB + "def send(ctx, url):\n    requests.post(url)\n",
     ),
+    # A job calling a helper of its module whose own import (climbing out of the package) names the network.
+    (
+        "app/module.py",
+        _CORRAL_JOB
+        + "def send(ctx, u):\n    post(u)\ndef post(u):\n    from .. import requests\n    requests.get(u)\n",
+    ),
     ("app/module.py", "from rq .decorators import job\n@job('low', timeout=-1)\ndef crawl(url): ...\n"),
     ("app/module.py", "from rq.\\\ndecorators import job\n@job('low')\ndef crawl(url): ...\n"),
     ("rq/x.py", "from .decorators import job\n@job('low', timeout=-1)\ndef crawl(url): ...\n"),
@@ -333,6 +339,13 @@ def test_a_transaction_without_a_network_import_is_read() -> None:
     # `save` may be a project function that makes the call: the file's own imports cannot rule it out.
     source = b"from .client import DatabaseClient\nwith transaction.atomic():\n    save()\n"
     assert NetworkInTransaction.might_match(Source(source, "django/db/backends/sqlite3/base.py"), CONFIG)
+
+
+def test_a_job_file_is_read_when_only_its_helpers_call_the_network() -> None:
+    jobs = FIXTURES_ROOT / "crl2_projects" / "helpers" / "app" / "jobs.py"
+    source = Source(jobs.read_bytes(), "app/jobs.py")
+    assert not might_call_network(source)  # the file names no network API: its helpers in app/partners.py do
+    assert NetworkTimeouts.might_match(source, CONFIG)
 
 
 def test_relative_imports_inside_a_network_package_count() -> None:
