@@ -12,9 +12,10 @@ judged by every network call they make, transitively, with cycles cut (`corral.g
 walks them): each as if written there, read in the callee's module and scope, against this job's timeout.
 The first that fails is reported at the call, naming the chain. A timeout that is a parameter of a
 followed function is read at its call: the argument passed (through every hop), else the parameter's
-default; a helper's own `**kwargs` passed on carries the call's `timeout=`. Not followed: what runs later
-or never (functions and lambdas defined but not called, callables handed on, `if TYPE_CHECKING:`), calls
-through objects of unknown type, clients not seen constructed.
+default; a helper's own `**kwargs` passed on carries the call's `timeout=`. A kind declared here for a
+function of another module (arq's or SAQ's function lists, `CronJob(imported)`) has that body judged, reported
+at the declaration. Not followed: what runs later or never (functions and lambdas defined but not called,
+callables handed on, `if TYPE_CHECKING:`), calls through objects of unknown type, clients not seen constructed.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import ClassVar, NamedTuple, TypeGuard
 
 from corral.gates.analysis.context import FileContext
 from corral.gates.analysis.names import ModuleNames, Scope, is_type_checking_test
+from corral.gates.analysis.project import Callee
 from corral.gates.analysis.values import Located, StaticValues, Unresolved
 from corral.gates.config import Config
 from corral.gates.findings import Finding
@@ -120,6 +122,7 @@ class NetworkTimeouts(Rule):
     def check(self) -> Iterator[Finding]:
         for kind in job_kinds(self.context):
             if kind.function is None:
+                yield from self._judge_defined_elsewhere(kind)
                 continue
             scope = self.context.names.scope_of(kind.function)
             here = _Place(self.values, self.calls, scope, ())
@@ -145,17 +148,37 @@ class NetworkTimeouts(Rule):
         the chain, for the first of them (in source order) that fails."""
         module = self.values.module
         for callee in self.reach.functions.callees(call, scope, module):
-            for use in self.reach.uses(callee):
-                path = (Hop(call, scope, module, callee), *use.path)
-                values = self.values.for_module(use.module)
-                timeout = self._timeout(use.network, _Place(values, self.reach.network(use.module), use.scope, path))
-                if timeout is None:
-                    continue
-                reached = use.reached(callee)._replace(api=timeout.label, line=getattr(timeout.where, "lineno", 1))
-                finding = self._verdict(kind, timeout, reached.chain(), call)
-                if finding is not None:
-                    yield finding
-                    return
+            finding = self._first_failing(kind, callee, (Hop(call, scope, module, callee),), call)
+            if finding is not None:
+                yield finding
+                return
+
+    def _judge_defined_elsewhere(self, kind: JobKind) -> Iterator[Finding]:
+        """A kind whose function another project module defines (arq's `functions = [download]`, SAQ's
+        settings, `CronJob(imported)`): the network calls its body makes, reported at the declaration."""
+        reference = _function_reference(kind.node)
+        located = self.values.definition(reference) if reference is not None else None
+        if not isinstance(located, Located) or not isinstance(located.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return
+        callee = Callee(located.node, located.values.module, located.node.name)
+        finding = self._first_failing(kind, callee, (), kind.node)
+        if finding is not None:
+            yield finding
+
+    def _first_failing(self, kind: JobKind, callee: Callee, before: tuple[Hop, ...], where: ast.AST) -> Finding | None:
+        """The finding, at `where`, of the first network call `callee` makes that fails in `kind`, reached
+        through the calls `before` (whose arguments are its parameters)."""
+        for use in self.reach.uses(callee):
+            values = self.values.for_module(use.module)
+            place = _Place(values, self.reach.network(use.module), use.scope, (*before, *use.path))
+            timeout = self._timeout(use.network, place)
+            if timeout is None:
+                continue
+            reached = use.reached(callee)._replace(api=timeout.label, line=getattr(timeout.where, "lineno", 1))
+            finding = self._verdict(kind, timeout, reached.chain(), where)
+            if finding is not None:
+                return finding
+        return None
 
     def _verdict(self, kind: JobKind, timeout: _Timeout, label: str, where: ast.AST) -> Finding | None:
         seconds = timeout.seconds
@@ -370,6 +393,17 @@ class _Timeout(NamedTuple):
     where: ast.AST
     label: str
     seconds: float | Unresolved | None
+
+
+def _function_reference(declaration: ast.expr) -> ast.expr | None:
+    """The expression naming a kind's function in its declaration: the first argument of a call
+    (`func(download, timeout=30)`, `CronJob(sweep, ...)`), the function of an `("alias", function)` pair, or
+    the declaration itself (`functions = [download]`)."""
+    if isinstance(declaration, ast.Call):
+        return declaration.args[0] if declaration.args else None
+    if isinstance(declaration, ast.Tuple):
+        return declaration.elts[-1] if declaration.elts else None
+    return declaration if isinstance(declaration, (ast.Name, ast.Attribute)) else None
 
 
 def _structured(node: ast.AST, values: StaticValues) -> TypeGuard[ast.Tuple | ast.Call]:

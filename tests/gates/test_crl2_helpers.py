@@ -298,3 +298,49 @@ def test_arguments_passed_to_a_helper_are_read_at_the_call(project, call: str, e
         assert lines == []
     else:
         assert len(lines) == 1 and expected in lines[0], lines
+
+
+SETTINGS = {
+    "arq": "from arq import func\nfrom app.crawl import crawl\nclass WorkerSettings:\n    functions = [{kind}]\n",
+    "saq": "import saq\nfrom app.crawl import crawl\nsettings = {{'functions': [{kind}]}}\n",
+    "saq cron": "from saq import CronJob\nfrom app.crawl import crawl\n"
+    "cron = [CronJob(crawl, cron='@daily', timeout=5)]\n",
+}
+CRAWL = "import requests\nfrom app.helpers import fetch\n\n\nasync def crawl(ctx, url):\n    {body}\n"
+
+
+@pytest.mark.parametrize(
+    ("settings", "kind", "body", "expected"),
+    [
+        ("arq", "crawl", "requests.get(url)", "CRL210 crawl() -> requests.get (app/crawl.py:6) without a timeout"),
+        ("arq", "func(crawl, timeout=30)", "fetch(url)", f"CRL210 crawl() -> {CHAIN} without a timeout"),
+        (
+            "arq",
+            "func(crawl, timeout=30)",
+            "requests.get(url, timeout=30)",
+            "timeout 30 s is not shorter than the 30 s",
+        ),
+        ("saq", "('alias', crawl)", "requests.get(url, timeout=10)", "timeout 10 s is not shorter than the 10 s"),
+        ("saq cron", "", "requests.get(url, timeout=5)", "timeout 5 s is not shorter than the 5 s timeout"),
+        ("arq", "func(crawl, timeout=30)", "requests.get(url, timeout=3)", None),
+        ("saq", "crawl", "requests.get(url, timeout=3)", None),
+        ("saq cron", "", "fetch(url, 1)", None),
+    ],
+)
+def test_a_kind_declared_for_a_function_of_another_module_is_judged_at_the_declaration(
+    project, settings: str, kind: str, body: str, expected: str | None
+) -> None:
+    root = project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "app/__init__.py": "",
+            "app/helpers.py": FETCH.format(timeout="None"),
+            "app/crawl.py": CRAWL.format(body=body),
+            "app/worker.py": SETTINGS[settings].format(kind=kind),
+        }
+    )
+    lines = [line for line in findings(root, "--no-cache") if " CRL210 " in line or " CRL204 " in line]
+    if expected is None:
+        assert lines == []
+    else:
+        assert len(lines) == 1 and lines[0].startswith("app/worker.py:") and expected in lines[0], lines
