@@ -1,22 +1,34 @@
-"""Whether running a project function makes a network call now, and through which chain of calls.
+"""Which network calls running a project function makes now, and through which chains of calls.
 
-`NetworkReach.of(callee)` walks the function's body as it runs when called: the network calls
+`NetworkReach.uses(callee)` walks the function's body as it runs when called: the network calls
 `network.py` classifies, and the project functions it calls (`analysis/project.py` says which), followed
 transitively with cycles cut. What runs later is not walked: functions and lambdas defined in the body but
 not called there, callables handed on (`transaction.on_commit(send)`, `functools.partial(...)`), code
-behind `if TYPE_CHECKING:`. The answer is the first network call found in source order, with the chain of
-functions that leads to it and where it stands.
+behind `if TYPE_CHECKING:`. The answer is every network call found, in source order, each with the calls
+that lead to it (and where they stand, so a rule can read the arguments they pass); `of(callee)` is the
+first of them, as a chain to show. Both CRL401 (any network call inside a transaction) and CRL210 (each
+network call's timeout inside a job) read this one walk.
 """
 
 from __future__ import annotations
 
 import ast
-from typing import NamedTuple
+import weakref
+from typing import TYPE_CHECKING, NamedTuple
 
 from corral.gates.analysis.modules import ModuleInfo
+from corral.gates.analysis.names import Scope
 from corral.gates.analysis.project import Callee, Function, ProjectFunctions
 from corral.gates.analysis.scoped import ScopedVisitor
-from corral.gates.knowledge.network import NetworkCalls
+from corral.gates.analysis.values import StaticValues
+from corral.gates.knowledge.network import NetworkCall, NetworkCalls
+
+if TYPE_CHECKING:
+    from corral.gates.analysis.context import FileContext
+
+# The uses kept per function: the first ones in source order. What a chain of helpers calling helpers can
+# reach grows with every path through them; past this many, the later ones are not followed.
+MAX_USES = 32
 
 
 class Reached(NamedTuple):
@@ -36,16 +48,57 @@ class Reached(NamedTuple):
         return " -> ".join([*shown, f"{self.api} ({self.relpath}:{self.line})"])
 
 
+class Hop(NamedTuple):
+    """A call on the way to a network call: the call, the scope and module it stands in, the function it runs."""
+
+    call: ast.Call
+    scope: Scope
+    module: ModuleInfo
+    callee: Callee
+
+
+class NetworkUse(NamedTuple):
+    """One network call a function makes when it runs: the calls on the way inside that function (outermost
+    first; empty when the function makes it itself), the call, and the scope and module it stands in."""
+
+    path: tuple[Hop, ...]
+    network: NetworkCall
+    scope: Scope
+    module: ModuleInfo
+
+    def reached(self, callee: Callee) -> Reached:
+        """The use as a chain from `callee`, the function it was asked about."""
+        hops = (callee.shown, *(hop.callee.shown for hop in self.path))
+        return Reached(hops, self.network.api, self.module.relpath, self.network.call.lineno)
+
+
 class NetworkReach:
     """What project functions reach, seen from one checked file (each function is walked once)."""
 
     def __init__(self, functions: ProjectFunctions) -> None:
         self.functions = functions
-        self._known: dict[Function, Reached | None] = {}
+        self._known: dict[Function, list[NetworkUse]] = {}
+        # A function walked while a cycle through it was open: what it reaches short of the functions cut,
+        # which stays exact while they are still being walked (and saves walking it again per path).
+        self._partial: dict[Function, tuple[list[NetworkUse], frozenset[Function]]] = {}
         self._walking: set[Function] = set()
         self._networks: dict[ModuleInfo, NetworkCalls] = {}
 
+    @classmethod
+    def of_file(cls, context: FileContext) -> NetworkReach:
+        """The walk seen from a checked file, one per file: its rules share what the other walked."""
+        known = _BY_CONTEXT.get(context)
+        if known is None:
+            known = _BY_CONTEXT[context] = cls(ProjectFunctions(StaticValues.of(context).project))
+        return known
+
     def of(self, callee: Callee) -> Reached | None:
+        """The first network call `callee` makes when it runs, as a chain, or None."""
+        uses = self.uses(callee)
+        return uses[0].reached(callee) if uses else None
+
+    def uses(self, callee: Callee) -> list[NetworkUse]:
+        """Every network call `callee` makes when it runs, in source order (at most `MAX_USES`)."""
         return self.walk(callee)[0]
 
     def network(self, module: ModuleInfo) -> NetworkCalls:
@@ -54,45 +107,53 @@ class NetworkReach:
             known = self._networks[module] = NetworkCalls(module.tree, module.names)
         return known
 
-    def walk(self, callee: Callee) -> tuple[Reached | None, bool]:
-        """What `callee` reaches, and whether the answer is final: a function met again while it is being
-        walked (a cycle) adds nothing there, so an empty answer that depended on it is not kept."""
+    def walk(self, callee: Callee) -> tuple[list[NetworkUse], set[Function]]:
+        """What `callee` reaches, and the functions whose walk was cut short because they were being walked
+        already (a cycle): an answer that depended on a cut is kept only once the cycle's head is done."""
         function = callee.function
-        if function in self._known:
-            found, complete = self._known[function], True
-        elif function in self._walking:
-            return None, False
+        known = self._known.get(function)
+        if known is not None:
+            return known, set()
+        if function in self._walking:
+            return [], {function}
+        partial = self._partial.get(function)
+        if partial is not None and partial[1] <= self._walking:
+            return partial[0], set(partial[1])
+        self._walking.add(function)
+        try:
+            body = _Body(self, callee.module)
+            uses = body.collect(function)
+        finally:
+            self._walking.discard(function)
+        body.cut.discard(function)
+        if body.cut:
+            self._partial[function] = uses, frozenset(body.cut)
         else:
-            self._walking.add(function)
-            try:
-                body = _Body(self, callee.module)
-                found = body.first(function)
-            finally:
-                self._walking.discard(function)
-            complete = found is not None or body.complete
-            if complete:
-                # Kept without this hop: another call site may name the function differently.
-                self._known[function] = found
-        return (found._replace(hops=(callee.shown, *found.hops)) if found is not None else None), complete
+            self._known[function] = uses
+            self._partial.pop(function, None)
+        return uses, body.cut
+
+
+_BY_CONTEXT: weakref.WeakKeyDictionary[FileContext, NetworkReach] = weakref.WeakKeyDictionary()
 
 
 class _Body(ScopedVisitor):
-    """One function body as it runs when called, stopping at the first network call it reaches."""
+    """One function body as it runs when called, collecting the network calls it reaches."""
 
     def __init__(self, reach: NetworkReach, module: ModuleInfo) -> None:
         super().__init__(module.names)
         self.reach = reach
         self.module = module
         self.network = reach.network(module)
-        self.found: Reached | None = None
-        self.complete = True
+        self.uses: list[NetworkUse] = []
+        self.cut: set[Function] = set()
 
-    def first(self, function: Function) -> Reached | None:
+    def collect(self, function: Function) -> list[NetworkUse]:
         self._visit_in_scope(self.names.scope_of(function), function.body)
-        return self.found
+        return self.uses
 
     def visit(self, node: ast.AST) -> None:
-        if self.found is None:
+        if len(self.uses) < MAX_USES:
             super().visit(node)
 
     # Defined here, run later (or never): not part of this call.
@@ -108,12 +169,12 @@ class _Body(ScopedVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         network = self.network.classify(node, self.scope)
         if network is not None:
-            self.found = Reached((), network.api, self.module.relpath, node.lineno)
-            return
-        for callee in self.reach.functions.callees(node, self.scope, self.module):
-            found, complete = self.reach.walk(callee)
-            self.complete = self.complete and complete
-            if found is not None:
-                self.found = found
-                return
+            self.uses.append(NetworkUse((), network, self.scope, self.module))
+        else:
+            for callee in self.reach.functions.callees(node, self.scope, self.module):
+                uses, cut = self.reach.walk(callee)
+                self.cut |= cut
+                hop = Hop(node, self.scope, self.module, callee)
+                self.uses.extend(use._replace(path=(hop, *use.path)) for use in uses[: MAX_USES - len(self.uses)])
+        # The arguments run too (`requests.post(url, data=payload())`).
         self.generic_visit(node)

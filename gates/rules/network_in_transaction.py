@@ -29,7 +29,6 @@ from typing import ClassVar, NamedTuple
 
 from corral.gates.analysis.context import FileContext
 from corral.gates.analysis.names import Scope, lookup_in
-from corral.gates.analysis.project import ProjectFunctions
 from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning
 from corral.gates.analysis.values import StaticValues
 from corral.gates.config import Config
@@ -162,7 +161,7 @@ class NetworkInTransaction(Rule, ScopedVisitor):
     @cached_property
     def reach(self) -> NetworkReach:
         """What the project functions called inside a transaction reach (other modules read on demand)."""
-        return NetworkReach(ProjectFunctions(StaticValues.of(self.context).project))
+        return NetworkReach.of_file(self.context)
 
     @cached_property
     def callables(self) -> dict[Scope, dict[str, list[tuple[LocalCallable, Scope]]]]:

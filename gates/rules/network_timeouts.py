@@ -2,26 +2,39 @@
 
 The calls and clients come from `corral.gates.knowledge.network` (shared with CRL4); the job kinds and their
 timeouts from `corral.gates.frameworks`. A call judged here: its own `timeout=` if given, else its client's
-(constructed in the job's function or at module level), else the library's default. `requests`,
+(constructed in the function or at module level), else the library's default. `requests`,
 `urllib`, `urllib3`, `socket`, `http.client` and `smtplib` have none (the global socket default, unset
 by default); httpx defaults to 5 s; aiohttp to a total of 300 s. Without a timeout, or with one not
 shorter than the job's, it is a finding; a timeout the gate cannot read is CRL204.
+
+A call in the job's body that runs project functions (`corral.gates.analysis.project` says which) is
+judged by every network call they make, transitively, with cycles cut (`corral.gates.knowledge.network_reach`
+walks them): each as if written there, read in the callee's module and scope, against this job's timeout.
+The first that fails is reported at the call, naming the chain. A timeout that is a parameter of a
+followed function is read at its call: the argument passed (through every hop), else the parameter's
+default; a helper's own `**kwargs` passed on carries the call's `timeout=`. A kind declared here for a
+function of another module (arq's or SAQ's function lists, `CronJob(imported)`) has that body judged, reported
+at the declaration. Not followed: what runs later or never (functions and lambdas defined but not called,
+callables handed on, `if TYPE_CHECKING:`), calls through objects of unknown type, clients not seen constructed.
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from typing import ClassVar
+from functools import cached_property
+from typing import ClassVar, NamedTuple, TypeGuard
 
 from corral.gates.analysis.context import FileContext
-from corral.gates.analysis.names import Scope
-from corral.gates.analysis.values import StaticValues, Unresolved
+from corral.gates.analysis.names import ModuleNames, Scope, is_type_checking_test
+from corral.gates.analysis.project import Callee
+from corral.gates.analysis.values import Located, StaticValues, Unresolved
 from corral.gates.config import Config
 from corral.gates.findings import Finding
 from corral.gates.frameworks import job_kinds
 from corral.gates.frameworks.base import JobKind, keyword
-from corral.gates.knowledge.network import CALLS, CLIENTS, NetworkCall, NetworkCalls, might_call_network
+from corral.gates.knowledge.network import CALLS, CLIENTS, NetworkCall, NetworkCalls
+from corral.gates.knowledge.network_reach import Hop, NetworkReach
 from corral.gates.rules.base import Rule
 from corral.gates.rules.job_timeouts import might_declare_jobs
 from corral.gates.source.prefilter import Source
@@ -54,6 +67,17 @@ class NetworkTimeouts(Rule):
         def deliver(ctx, url):
             requests.post(url, timeout=10)
         """,
+        """
+        import requests
+        from corral.runtime import Queue
+        webhook = Queue("webhook", max_workers=8, timeout=15)
+        def post(url, timeout=5):
+            return requests.post(url, timeout=timeout)
+        @webhook.job("webhook.deliver")
+        def deliver(ctx, url):
+            post(url)
+            post(url, timeout=10)
+        """,
     )
     INVALID = (
         """
@@ -65,6 +89,17 @@ class NetworkTimeouts(Rule):
             requests.post(url, timeout=20)  # error: 5 CRL210 "requests.post timeout 20 s is not shorter"
             requests.get(url)  # error: 5 CRL210 "requests.get without a timeout inside job 'webhook.deliver'"
         """,
+        """
+        import requests
+        from corral.runtime import Queue
+        webhook = Queue("webhook", max_workers=8, timeout=15)
+        def post(url, timeout=None):
+            return requests.post(url, timeout=timeout)
+        @webhook.job("webhook.deliver")
+        def deliver(ctx, url):
+            post(url)  # error: 5 CRL210 "post() -> requests.post (app/module.py:5) without a timeout inside job"
+            post(url, timeout=15)  # error: 5 CRL210 "post() -> requests.post (app/module.py:5) timeout 15 s"
+        """,
     )
 
     def __init__(self, context: FileContext) -> None:
@@ -73,93 +108,173 @@ class NetworkTimeouts(Rule):
         self.calls = NetworkCalls(context.tree, context.names)
         self.reported: set[int] = set()
 
+    @cached_property
+    def reach(self) -> NetworkReach:
+        """What the project functions called in a job's body reach (other modules read on demand)."""
+        return NetworkReach.of_file(self.context)
+
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:
-        return source.holds(might_declare_jobs) and source.holds(might_call_network)
+        # A job file need not name a network API itself: a project function its jobs call may make the call.
+        # Every file that may declare a job is read (JobTimeouts reads each of them anyway).
+        return source.holds(might_declare_jobs)
 
     def check(self) -> Iterator[Finding]:
         for kind in job_kinds(self.context):
             if kind.function is None:
+                yield from self._judge_defined_elsewhere(kind)
                 continue
             scope = self.context.names.scope_of(kind.function)
-            for call in _calls_in(kind.function):
+            here = _Place(self.values, self.calls, scope, ())
+            for call in _calls_in(kind.function, self.context.names, scope):
                 network = self.calls.classify(call, scope)
                 if network is not None:
-                    yield from self._judge(kind, network, scope)
+                    yield from self._judge_direct(kind, network, here)
+                else:
+                    yield from self._judge_followed(kind, call, scope)
 
-    def _judge(self, kind: JobKind, network: NetworkCall, scope: Scope) -> Iterator[Finding]:
-        where: ast.AST = network.call
-        expression = network.timeout
-        label = network.api
-        default = DEFAULTS.get(network.library)
-        func = network.call.func
-        client_method = network.api not in CALLS and network.library not in SESSIONS_WITHOUT_TIMEOUT
-        if expression is None and client_method and isinstance(func, ast.Attribute):
-            # A client's method without its own timeout runs under the client's.
-            client = self._construction(func.value, scope)
-            if client is None:
-                return  # a client not known by construction: nothing to judge it by
-            if id(client) in self.reported:
-                return
-            where, label = client, ast.unparse(client.func)
-            expression = _client_timeout(client, network.library)
-        if expression is None and any(item.arg is None for item in network.call.keywords):
-            seconds: float | Unresolved | None = self.values.unresolved(network.call, "it may come from **kwargs")
-        elif expression is None:
-            seconds = default
-        else:
-            seconds = self._seconds(expression, scope)
-        if isinstance(seconds, Unresolved):
-            self.reported.add(id(where))
-            yield self.context.finding(where, self.UNRESOLVED, f"{label} timeout {seconds}")
+    def _judge_direct(self, kind: JobKind, network: NetworkCall, here: _Place) -> Iterator[Finding]:
+        timeout = self._timeout(network, here)
+        # A client is reported once, at its construction, however many of its calls fail.
+        if timeout is None or (timeout.where is not network.call and id(timeout.where) in self.reported):
             return
+        finding = self._verdict(kind, timeout, timeout.label, timeout.where)
+        if finding is not None:
+            self.reported.add(id(timeout.where))
+            yield finding
+
+    def _judge_followed(self, kind: JobKind, call: ast.Call, scope: Scope) -> Iterator[Finding]:
+        """A call of project functions judged as the network calls they make: reported at the call, naming
+        the chain, for the first of them (in source order) that fails."""
+        module = self.values.module
+        for callee in self.reach.functions.callees(call, scope, module):
+            finding = self._first_failing(kind, callee, (Hop(call, scope, module, callee),), call)
+            if finding is not None:
+                yield finding
+                return
+
+    def _judge_defined_elsewhere(self, kind: JobKind) -> Iterator[Finding]:
+        """A kind whose function another project module defines (arq's `functions = [download]`, SAQ's
+        settings, `CronJob(imported)`): the network calls its body makes, reported at the declaration."""
+        reference = _function_reference(kind.node)
+        located = self.values.definition(reference) if reference is not None else None
+        if not isinstance(located, Located) or not isinstance(located.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return
+        callee = Callee(located.node, located.values.module, located.node.name)
+        finding = self._first_failing(kind, callee, (), kind.node)
+        if finding is not None:
+            yield finding
+
+    def _first_failing(self, kind: JobKind, callee: Callee, before: tuple[Hop, ...], where: ast.AST) -> Finding | None:
+        """The finding, at `where`, of the first network call `callee` makes that fails in `kind`, reached
+        through the calls `before` (whose arguments are its parameters)."""
+        for use in self.reach.uses(callee):
+            values = self.values.for_module(use.module)
+            place = _Place(values, self.reach.network(use.module), use.scope, (*before, *use.path))
+            timeout = self._timeout(use.network, place)
+            if timeout is None:
+                continue
+            reached = use.reached(callee)._replace(api=timeout.label, line=getattr(timeout.where, "lineno", 1))
+            finding = self._verdict(kind, timeout, reached.chain(), where)
+            if finding is not None:
+                return finding
+        return None
+
+    def _verdict(self, kind: JobKind, timeout: _Timeout, label: str, where: ast.AST) -> Finding | None:
+        seconds = timeout.seconds
+        if isinstance(seconds, Unresolved):
+            return self.context.finding(where, self.UNRESOLVED, f"{label} timeout {seconds}")
         job = kind.timeout
         if seconds is None:
-            self.reported.add(id(where))
             against = f" (job {kind.name!r} times out after {_shown(job)} s)" if job is not None else ""
-            message = f"{label} without a timeout inside job {kind.name!r}{against}"
-            yield self.context.finding(where, self.NO_TIMEOUT, message)
-        elif job is not None and seconds >= job:
-            self.reported.add(id(where))
-            yield self.context.finding(
+            return self.context.finding(
+                where, self.NO_TIMEOUT, f"{label} without a timeout inside job {kind.name!r}{against}"
+            )
+        if job is not None and seconds >= job:
+            return self.context.finding(
                 where,
                 self.NO_TIMEOUT,
                 f"{label} timeout {_shown(seconds)} s is not shorter than the {_shown(job)} s timeout "
                 f"of job {kind.name!r}",
             )
-
-    def _construction(self, node: ast.expr, scope: Scope) -> ast.Call | None:
-        if isinstance(node, ast.Call):
-            return node
-        if isinstance(node, ast.Name):
-            own = self.calls.construction(node.id, scope)
-            if own is not None:
-                return own
-            located = self.values.definition(node, scope)
-            if not isinstance(located, Unresolved) and located.values is self.values:
-                found = located.node
-                if isinstance(found, ast.Call) and self.values.dotted(found.func) in CLIENTS:
-                    return found
         return None
 
-    def _seconds(self, expression: ast.expr, scope: Scope) -> float | Unresolved | None:
+    def _timeout(self, network: NetworkCall, place: _Place) -> _Timeout | None:
+        """The timeout `network` runs under, read at `place`: its own, else its client's, else its library's
+        default. None for a client method whose client the gate does not know by construction."""
+        where: ast.AST = network.call
+        expression = network.timeout
+        label = network.api
+        func = network.call.func
+        at = place
+        client_method = network.api not in CALLS and network.library not in SESSIONS_WITHOUT_TIMEOUT
+        if expression is None and client_method and isinstance(func, ast.Attribute):
+            # A client's method without its own timeout runs under the client's.
+            constructed = self._construction(func.value, place)
+            if constructed is None:
+                return None  # a client not known by construction: nothing to judge it by
+            client, at = constructed
+            where, label = client, ast.unparse(client.func)
+            expression = _client_timeout(client, network.library)
+        if expression is None and any(item.arg is None for item in network.call.keywords):
+            forwarded = self._forwarded_timeout(network.call, place)
+            if forwarded is None:
+                reason = "it may come from **kwargs"
+                return _Timeout(where, label, place.values.unresolved(network.call, reason))
+            if isinstance(forwarded, Unresolved):
+                return _Timeout(where, label, forwarded)
+            expression, at = forwarded
+        if expression is None:
+            return _Timeout(where, label, DEFAULTS.get(network.library))
+        return _Timeout(where, label, self._seconds(expression, at))
+
+    def _construction(self, node: ast.expr, place: _Place) -> tuple[ast.Call, _Place] | None:
+        """The call that built the client `node` names, and where its arguments are read."""
+        if isinstance(node, ast.Call):
+            return node, place
+        if isinstance(node, ast.Name):
+            own = place.network.construction(node.id, place.scope)
+            if own is not None:
+                return own, place
+            values = place.values
+            located = values.definition(node, place.scope)
+            if not isinstance(located, Unresolved) and located.values.module is values.module:
+                found = located.node
+                if isinstance(found, ast.Call) and values.dotted(found.func) in CLIENTS:
+                    # Built at module level: its arguments name module-level values, not the function's.
+                    return found, place._replace(scope=values.module.names.root, path=())
+        return None
+
+    def _seconds(self, expression: ast.expr, place: _Place) -> float | Unresolved | None:
         """A timeout argument in seconds: a number, a (connect, read) pair (their sum), an httpx.Timeout
         (its longest phase) or an aiohttp.ClientTimeout (its total)."""
+        passed = self._argument(expression, place)
+        if passed is not None:
+            return passed if isinstance(passed, Unresolved) else self._seconds(*passed)
+        values, scope = place.values, place.scope
+        if isinstance(expression, (ast.Name, ast.Attribute)):
+            # A constant holding a pair or a timeout object (`EXTERNAL_TIMEOUT = (10, 30)`) reads as one.
+            located = values.definition(expression, scope)
+            if isinstance(located, Located) and _structured(located.node, located.values):
+                constant = located.node
+                module = located.values.module
+                defined = _Place(located.values, self.reach.network(module), module.names.root, ())
+                return self._seconds(constant, defined)
         if isinstance(expression, ast.Tuple):
             total = 0.0
             for element in expression.elts:
-                part = self.values.number(element, scope)
+                part = self._seconds(element, place)
                 if isinstance(part, Unresolved) or part is None:
                     return part
                 total += part
             return total
         if isinstance(expression, ast.Call):
-            called = self.values.dotted(expression.func, scope)
+            called = values.dotted(expression.func, scope)
             if called in HTTPX_TIMEOUTS:
                 given = [*expression.args[:1], *(item.value for item in expression.keywords)]
                 longest: float | None = None
                 for value in given:
-                    phase = self.values.number(value, scope)
+                    phase = self._seconds(value, place)
                     if isinstance(phase, Unresolved) or phase is None:
                         return phase
                     longest = phase if longest is None else max(longest, phase)
@@ -167,8 +282,147 @@ class NetworkTimeouts(Rule):
             if called in AIOHTTP_TIMEOUTS:
                 given_total = keyword(expression, "total")
                 limit = given_total.value if given_total is not None else next(iter(expression.args), None)
-                return None if limit is None else self.values.number(limit, scope)
-        return self.values.number(expression, scope)
+                return None if limit is None else self._seconds(limit, place)
+        return values.number(expression, scope)
+
+    # -- the parameters of a function followed from the job ------------------------------------------
+
+    def _argument(self, expression: ast.expr, place: _Place) -> tuple[ast.expr, _Place] | Unresolved | None:
+        """What a parameter of the function a job's call runs stands for there: the argument the call passes
+        (read where the call stands), else the parameter's default; None when `expression` is no parameter."""
+        if not isinstance(expression, ast.Name) or not place.path:
+            return None
+        hop = place.path[-1]
+        function, module = hop.callee.function, hop.callee.module
+        if place.scope.binder(expression.id) is not module.names.scope_of(function):
+            return None
+        name = expression.id
+        arguments = function.args
+        parameters = [*arguments.posonlyargs, *arguments.args]
+        caller = self._caller(place)
+        call = hop.call
+        shown = f"{hop.callee.shown}()"
+        if arguments.vararg is not None and arguments.vararg.arg == name:
+            return caller.values.unresolved(call, f"{name} is the *{name} of {shown}")
+        if arguments.kwarg is not None and arguments.kwarg.arg == name:
+            return caller.values.unresolved(call, f"{name} is the **{name} of {shown}")
+        if name not in {parameter.arg for parameter in parameters} | {item.arg for item in arguments.kwonlyargs}:
+            return None  # a local variable of the function, read as one
+        by_keyword = name not in {parameter.arg for parameter in arguments.posonlyargs}
+        for item in call.keywords:
+            if item.arg == name and by_keyword:
+                return item.value, caller
+        positions = [parameter.arg for parameter in parameters]
+        if name in positions:
+            # Called on `self`/`cls`, a method's first parameter is the instance or the class.
+            index = positions.index(name) - (1 if self._binds_first(hop) else 0)
+            leading = call.args[: index + 1]
+            if any(isinstance(argument, ast.Starred) for argument in leading):
+                return caller.values.unresolved(call, f"{name} of {shown} may come from *args")
+            if 0 <= index < len(call.args):
+                return call.args[index], caller
+        if any(item.arg is None for item in call.keywords):
+            return caller.values.unresolved(call, f"{name} of {shown} may come from **kwargs")
+        default = _default(arguments, name)
+        if default is None:
+            return caller.values.unresolved(call, f"{name} of {shown} is not passed")
+        # A default is evaluated where the function is defined, once.
+        values = self.values.for_module(module)
+        definer = module.names.scope_of(function).parent or module.names.root
+        return default, _Place(values, self.reach.network(module), definer, ())
+
+    def _forwarded_timeout(self, call: ast.Call, place: _Place) -> tuple[ast.expr | None, _Place] | Unresolved | None:
+        """A network call passed its followed function's own `**kwargs`: the timeout the call site passes
+        (None when it passes none); None when the call's `**` is anything else."""
+        if not place.path:
+            return None
+        hop = place.path[-1]
+        function = hop.callee.function
+        kwarg = function.args.kwarg
+        spread = [item.value for item in call.keywords if item.arg is None]
+        own = hop.callee.module.names.scope_of(function)
+        if kwarg is None or not all(
+            isinstance(value, ast.Name) and value.id == kwarg.arg and place.scope.binder(value.id) is own
+            for value in spread
+        ):
+            return None
+        caller = self._caller(place)
+        for item in hop.call.keywords:
+            if item.arg == "timeout":
+                return item.value, caller
+        if any(item.arg is None for item in hop.call.keywords):
+            return caller.values.unresolved(hop.call, f"the timeout of {hop.callee.shown}() may come from **kwargs")
+        return None, caller
+
+    def _caller(self, place: _Place) -> _Place:
+        """Where the last call of `place`'s path stands."""
+        hop = place.path[-1]
+        return _Place(self.values.for_module(hop.module), self.reach.network(hop.module), hop.scope, place.path[:-1])
+
+    def _binds_first(self, hop: Hop) -> bool:
+        """Whether the call passes the method's first parameter itself: a method called on an instance or
+        a class method (not a function called through its class by name)."""
+        callee = hop.callee
+        owner = self.reach.functions.methods(callee.module).by_scope.get(callee.module.names.scope_of(callee.function))
+        if owner is None:
+            return False
+        func = hop.call.func
+        through_class = (
+            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == owner[0].name
+        )
+        classmethod = any(
+            isinstance(item, ast.Name) and item.id == "classmethod" for item in callee.function.decorator_list
+        )
+        return classmethod or not through_class
+
+
+class _Place(NamedTuple):
+    """Where an expression is read: its module's evaluator and network calls, its scope, and the calls that
+    led there from the job's body (the last one's arguments are the parameters of the function it runs)."""
+
+    values: StaticValues
+    network: NetworkCalls
+    scope: Scope
+    path: tuple[Hop, ...]
+
+
+class _Timeout(NamedTuple):
+    """The timeout a network call runs under: where it is set (the call, or its client's construction), the
+    API or client shown, and its seconds (None: no timeout)."""
+
+    where: ast.AST
+    label: str
+    seconds: float | Unresolved | None
+
+
+def _function_reference(declaration: ast.expr) -> ast.expr | None:
+    """The expression naming a kind's function in its declaration: the first argument of a call
+    (`func(download, timeout=30)`, `CronJob(sweep, ...)`), the function of an `("alias", function)` pair, or
+    the declaration itself (`functions = [download]`)."""
+    if isinstance(declaration, ast.Call):
+        return declaration.args[0] if declaration.args else None
+    if isinstance(declaration, ast.Tuple):
+        return declaration.elts[-1] if declaration.elts else None
+    return declaration if isinstance(declaration, (ast.Name, ast.Attribute)) else None
+
+
+def _structured(node: ast.AST, values: StaticValues) -> TypeGuard[ast.Tuple | ast.Call]:
+    """Whether a constant's value is a (connect, read) pair or an httpx/aiohttp timeout object."""
+    if isinstance(node, ast.Tuple):
+        return True
+    return isinstance(node, ast.Call) and values.dotted(node.func) in HTTPX_TIMEOUTS | AIOHTTP_TIMEOUTS
+
+
+def _default(arguments: ast.arguments, name: str) -> ast.expr | None:
+    positional = [*arguments.posonlyargs, *arguments.args]
+    names = [parameter.arg for parameter in positional]
+    if name in names:
+        index = names.index(name) - (len(positional) - len(arguments.defaults))
+        return arguments.defaults[index] if index >= 0 else None
+    for parameter, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True):
+        if parameter.arg == name:
+            return default
+    return None
 
 
 def _client_timeout(client: ast.Call, library: str) -> ast.expr | None:
@@ -181,19 +435,22 @@ def _client_timeout(client: ast.Call, library: str) -> ast.expr | None:
     return None
 
 
-def _nodes_in(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.AST]:
-    """The nodes of the function's own body: nested functions, classes and lambdas run elsewhere."""
+def _nodes_in(function: ast.FunctionDef | ast.AsyncFunctionDef, names: ModuleNames, scope: Scope) -> Iterator[ast.AST]:
+    """The nodes of the function's own body as it runs: nested functions, classes and lambdas run elsewhere,
+    an `if TYPE_CHECKING:` body never."""
     pending: list[ast.AST] = list(function.body)
     while pending:
         node = pending.pop()
         yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        if isinstance(node, ast.If) and is_type_checking_test(node.test, names, scope):
+            pending.extend(node.orelse)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             pending.extend(ast.iter_child_nodes(node))
 
 
-def _calls_in(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Call]:
+def _calls_in(function: ast.FunctionDef | ast.AsyncFunctionDef, names: ModuleNames, scope: Scope) -> list[ast.Call]:
     return sorted(
-        (node for node in _nodes_in(function) if isinstance(node, ast.Call)),
+        (node for node in _nodes_in(function, names, scope) if isinstance(node, ast.Call)),
         key=lambda call: (call.lineno, call.col_offset),
     )
 

@@ -22,6 +22,7 @@ from corral.gates.rules import RULES
 from corral.gates.rules.hidden_spawners import HiddenSpawners
 from corral.gates.rules.job_timeouts import JobTimeouts
 from corral.gates.rules.network_in_transaction import NetworkInTransaction
+from corral.gates.rules.network_timeouts import NetworkTimeouts
 from corral.gates.rules.unmanaged_concurrency import UnmanagedConcurrency
 from corral.gates.source.prefilter import Source
 from expectations import FIXTURES as FIXTURES_ROOT
@@ -50,8 +51,13 @@ def test_fixtures(fixture: Path) -> None:
 
 
 # Projects whose findings come from other modules: a job decorator wrapped there, a spawner re-exported there,
-# used in files that never name the framework or the spawner's module.
-PROJECTS = [FIXTURES_ROOT / "crl2_projects" / "rq_wrappers", FIXTURES_ROOT / "crl1_projects" / "reexports"]
+# a network call made by a helper there, used in files that never name the framework, the spawner's module
+# or a network API.
+PROJECTS = [
+    FIXTURES_ROOT / "crl2_projects" / "rq_wrappers",
+    FIXTURES_ROOT / "crl2_projects" / "helpers",
+    FIXTURES_ROOT / "crl1_projects" / "reexports",
+]
 PROJECT_FILES = [(root, path) for root in PROJECTS for path in sorted(root.rglob("*.py"))]
 
 
@@ -258,6 +264,12 @@ REVIEWED = [
         "app/module.py",
         "import requests, urllib.parse as up\n" + _CORRAL_JOB + "def send(ctx, url):\n    requests.post(url)\n",
     ),
+    # A job calling a helper of its module whose own import (climbing out of the package) names the network.
+    (
+        "app/module.py",
+        _CORRAL_JOB
+        + "def send(ctx, u):\n    post(u)\ndef post(u):\n    from .. import requests\n    requests.get(u)\n",
+    ),
     ("app/module.py", "from rq .decorators import job\n@job('low', timeout=-1)\ndef crawl(url): ...\n"),
     ("app/module.py", "from rq.\\\ndecorators import job\n@job('low')\ndef crawl(url): ...\n"),
     ("rq/x.py", "from .decorators import job\n@job('low', timeout=-1)\ndef crawl(url): ...\n"),
@@ -349,6 +361,11 @@ RULED_OUT = [
     (NetworkInTransaction, "from urllib.parse import quote as urlquote\nlog.transactions_seen(beginning)\n"),
     (NetworkInTransaction, "from .client import DatabaseClient\nDatabaseClient().atomically_applied()\n"),
     (JobTimeouts, "import functools\n@functools.cache\ndef compute(): ...\n"),
+    # A network call, or a helper's, with no job kind to judge it in.
+    (
+        NetworkTimeouts,
+        "import requests\nfrom .partners import notify\ndef f(url):\n    requests.get(url)\n    notify(url)\n",
+    ),
 ]
 
 
@@ -361,6 +378,13 @@ def test_a_transaction_without_a_network_import_is_read() -> None:
     # `save` may be a project function that makes the call: the file's own imports cannot rule it out.
     source = b"from .client import DatabaseClient\nwith transaction.atomic():\n    save()\n"
     assert NetworkInTransaction.might_match(Source(source, "django/db/backends/sqlite3/base.py"), CONFIG)
+
+
+def test_a_job_file_is_read_when_only_its_helpers_call_the_network() -> None:
+    jobs = FIXTURES_ROOT / "crl2_projects" / "helpers" / "app" / "jobs.py"
+    source = Source(jobs.read_bytes(), "app/jobs.py")
+    assert not might_call_network(source)  # the file names no network API: its helpers in app/partners.py do
+    assert NetworkTimeouts.might_match(source, CONFIG)
 
 
 def test_relative_imports_inside_a_network_package_count() -> None:
