@@ -8,6 +8,16 @@ settings `max_conns`, `processes` and `reserve` from `[tool.corral]`, and checks
 arithmetic of the runtime's own boot check (`corral.runtime.budget.compute_budget`: one function, two
 callers). Being a whole-project check, the gate reports it and the per-file flake8 front does not. A
 value the gate could not resolve is CRL302 where it stands: a budget that cannot be proven does not pass.
+
+The processes of a runtime, unless `[tool.corral] processes` sets them (it then wins), are counted from
+the deployment files (`corral.gates.source.deployments`, read as data and never executed): the sum over
+every compose service and Kubernetes container whose command runs `corral worker` on it (its
+`deploy.replicas` or `scale`, its Deployment's `spec.replicas`; one when none is stated), else, when no
+such command runs it, gunicorn's `workers` from `gunicorn.conf.py` (the runtime then runs in the web
+server's processes), else 1. With several runtimes in the project a command counts for the one declared
+in the module its `MODULE:RUNTIME` names. A count those files do not spell as a number (`${REPLICAS}`,
+`deploy.mode: global`, a DaemonSet, a YAML error, a computed `workers`) is CRL302 at its file and line.
+The budget table says where every factor came from.
 """
 
 from __future__ import annotations
@@ -23,6 +33,8 @@ from corral.gates.config import Config
 from corral.gates.findings import FactsByFile, Finding
 from corral.gates.frameworks.corral import QUEUE_CLASSES
 from corral.gates.rules.base import ProjectCheck, Rule, json_fields, record_fact, recorded
+from corral.gates.source.deployments import Deployments, UnreadableCount, read_deployments
+from corral.gates.source.discovery import module_name_for
 from corral.gates.source.prefilter import Source
 
 RUNTIMES = frozenset({"corral.runtime.Runtime", "corral.runtime.runtime.Runtime"})
@@ -250,8 +262,12 @@ class ConnectionBudgetCheck(ProjectCheck):
         # Imported only for a project that declares a runtime: the package brings asyncio with it.
         from corral.runtime.budget import compute_budget
 
+        # The deployment files are read only when [tool.corral] leaves the count of processes to them.
+        deployments = read_deployments(config.root, config.kubernetes_manifests) if config.processes is None else None
+        runtime_modules = {relpath: module_name_for(relpath)[0] for relpath, _ in declared}
         for relpath, fact in sorted(declared, key=lambda item: (item[0], item[1].line)):
             where = f"{relpath}:{fact.line}"
+            processes = runtime_processes(relpath, runtime_modules, deployments, config)
             # A deployment's [tool.corral] max_conns stands in for a pool size the code reads at run time.
             problems = [
                 (value.path, value.line, value.reason)
@@ -264,6 +280,16 @@ class ConnectionBudgetCheck(ProjectCheck):
                 RUNTIME_DEFAULTS["max_conns"] if fact.max_conns is None else fact.max_conns
             )
             reserve = config.reserve if fact.reserve is None else fact.reserve
+            if config.max_conns:
+                max_conns_from = "[tool.corral] max_conns"
+            else:
+                max_conns_from = where if fact.max_conns is not None else "the Runtime's default"
+            reserve_from = where if fact.reserve is not None else "[tool.corral] reserve (default 0.5)"
+            sources = {
+                "processes": processes.origin,
+                "max_conns": f"max_conns {max_conns:g} from {max_conns_from}",
+                "reserve": f"reserve {reserve:g} from {reserve_from}",
+            }
             for label, value in (*queues, ("relay", relay), ("max_conns", max_conns)):
                 minimum = 0 if label == "relay" else 1
                 if value != int(value) or value < minimum:
@@ -274,14 +300,20 @@ class ConnectionBudgetCheck(ProjectCheck):
             for path, line, reason in problems:
                 message = f"{reason}; the connection budget of the runtime at {where} cannot be proven"
                 findings.append(Finding(path, line, 1, unproven, f"{message}: use literals or module-level constants"))
-            entry: dict[str, Any] = {"path": relpath, "line": fact.line, "ok": None, "problems": len(problems)}
-            if not problems:
+            for path, line, reason in processes.problems:
+                message = f"{reason}; the processes of the runtime at {where} cannot be counted, so its budget"
+                hint = "state the count as a number, or set processes in [tool.corral]"
+                findings.append(Finding(path, line, 1, unproven, f"{message} cannot be proven: {hint}"))
+            problem_count = len(problems) + len(processes.problems)
+            entry: dict[str, Any] = {"path": relpath, "line": fact.line, "ok": None, "problems": problem_count}
+            if not problem_count:
+                assert processes.total is not None
                 budget = compute_budget(
                     [(name, int(workers)) for name, workers in queues],
                     relay=int(relay),
                     max_conns=int(max_conns),
                     reserve=reserve,
-                    processes=config.processes,
+                    processes=processes.total,
                 )
                 entry.update(
                     queues=[{"name": name, "workers": workers} for name, workers in budget.queues],
@@ -293,15 +325,66 @@ class ConnectionBudgetCheck(ProjectCheck):
                     limit=budget.limit,
                     ok=budget.ok,
                     arithmetic=budget.describe(),
+                    sources=sources,
                 )
                 if not budget.ok:
                     message = (
                         f"workers could drain the database pool: {budget.describe()}; "
-                        "lower max_workers or raise max_conns"
+                        f"lower max_workers or raise max_conns ({processes.origin})"
                     )
                     findings.append(Finding(relpath, fact.line, fact.col, ConnectionBudget.OVER_BUDGET, message))
             entries.append(entry)
         return findings
+
+
+class Processes(NamedTuple):
+    """How many processes run one runtime, where that count comes from (`processes 3 from compose.yml:13
+    (service worker, deploy.replicas)`), and why it cannot be counted (None then)."""
+
+    total: int | None
+    origin: str
+    problems: tuple[tuple[str, int, str], ...] = ()
+
+
+def runtime_processes(
+    relpath: str, runtime_modules: dict[str, str], deployments: Deployments | None, config: Config
+) -> Processes:
+    """The processes of the runtime declared in `relpath`: `[tool.corral] processes` when set; else the sum
+    over every compose service and Kubernetes container running `corral worker` on it; else gunicorn's
+    `workers` (no worker command runs it, so it runs in the web server's processes); else 1."""
+    if config.processes is not None:
+        origin = f"processes {config.processes} from [tool.corral] processes (set: wins over the deployment files)"
+        return Processes(config.processes, origin)
+    assert deployments is not None  # read whenever the config leaves the count to them
+    module = runtime_modules[relpath]
+
+    def runs_it(target: str | None) -> bool:
+        # With one runtime in the project, every worker command runs it; else the command must name its module.
+        named = (target or "").partition(":")[0]
+        return len(runtime_modules) == 1 or target is None or named == module or module.endswith(f".{named}")
+
+    problems = [(value.path, value.line, value.reason) for value in deployments.unreadable if runs_it(value.target)]
+    others = set(runtime_modules.values())
+    for worker in deployments.workers:
+        named = (worker.target or "").partition(":")[0]
+        if len(others) > 1 and not any(name == named or name.endswith(f".{named}") for name in others):
+            shown = f"corral worker {worker.target}" if worker.target else "corral worker without MODULE:RUNTIME"
+            reason = f"{worker.origin} runs {shown}, which names none of the modules declaring the project's runtimes"
+            problems.append((worker.path, worker.line, reason))
+    mine = [worker for worker in deployments.workers if runs_it(worker.target)]
+    if problems:
+        return Processes(None, "processes cannot be counted", tuple(problems))
+    if mine:
+        terms = [f"{worker.processes} from {worker.path}:{worker.line} ({worker.origin})" for worker in mine]
+        total = sum(worker.processes for worker in mine)
+        return Processes(total, f"processes {terms[0] if len(terms) == 1 else f'{total} = ' + ' + '.join(terms)}")
+    web = deployments.web
+    if isinstance(web, UnreadableCount):
+        return Processes(None, "processes cannot be counted", ((web.path, web.line, web.reason),))
+    if web is not None:
+        origin = f"{web.path}:{web.line} (gunicorn workers; no deployment file runs corral worker on this runtime)"
+        return Processes(web.workers, f"processes {web.workers} from {origin}")
+    return Processes(1, "processes 1 (no deployment file declares how many run this runtime)")
 
 
 def render_budget(entries: list[dict[str, Any]]) -> str:
@@ -321,5 +404,6 @@ def render_budget(entries: list[dict[str, Any]]) -> str:
         for queue in entry["queues"]:
             lines.append(f"  {queue['name']:<24} {queue['workers']:>5}")
         lines.append(f"  {'relay':<24} {entry['relay']:>5}")
+        lines.extend(f"  {source}" for source in entry["sources"].values())
         lines.append(f"  {entry['arithmetic']}")
     return "\n".join(lines) + "\n"
