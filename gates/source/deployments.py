@@ -5,12 +5,13 @@ executed.
 A compose file at the root (the first of Compose's own order: `compose.yaml`, `compose.yml`,
 `docker-compose.yaml`, `docker-compose.yml`, with its `.override` file merged over it) and every `.yaml` /
 `.yml` document under the configured manifest folders (`Deployment`, `StatefulSet`, `ReplicaSet`) are
-searched for what runs `corral worker` (`command` / `entrypoint`, `args`, in string or list form, also
-through `sh -c "..."`); each such service or container is a `WorkerProcesses` with the count it runs and
-where the count stands. `gunicorn.conf.py` at the root gives the web server's `workers` when it is a
-module-level integer. A count the files do not spell as a whole number (a `${REPLICAS}` substitution, a
-template, `deploy.mode: global`, a YAML error) is an `UnreadableCount` with its file, line and reason: the
-caller reports it, it never guesses.
+searched for what runs `corral worker`, or `<program> ... worker` for the programs a caller names
+(`command` / `entrypoint`, `args`, in string or list form, also through `sh -c "..."`); each such service
+or container is a `WorkerProcesses` with the count it runs, where the count stands and its command.
+`gunicorn.conf.py` at the root gives the web server's `workers` when it is a module-level integer. A
+count the files do not spell as a whole number (a `${REPLICAS}` substitution, a template, `deploy.mode:
+global`, a YAML error) is an `UnreadableCount` with its file, line and reason: the caller reports it, it
+never guesses.
 
 `deployment_inputs` names every file this module reads (or would read, were it there) with a digest of its
 bytes, so that a cached whole-project result is not served once one of them changes, appears or goes.
@@ -43,15 +44,24 @@ _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
+class WorkerCommand(NamedTuple):
+    """A command that runs a worker: `corral` (`target`: the `MODULE:RUNTIME` it names, or empty), or
+    another program the caller asked for, with the `arguments` after its `worker`."""
+
+    program: str
+    target: str
+    arguments: tuple[str, ...] = ()
+
+
 class WorkerProcesses(NamedTuple):
-    """A service (compose) or container (Kubernetes) that runs `corral worker`: how many processes it
-    runs, where that count stands (`path:line` and what set it) and the `MODULE:RUNTIME` it names."""
+    """A service (compose) or container (Kubernetes) that runs a worker: how many processes it runs,
+    where that count stands (`path:line` and what set it), and its command."""
 
     path: str
     line: int
     processes: int
     origin: str
-    target: str | None
+    command: WorkerCommand
 
 
 class UnreadableCount(NamedTuple):
@@ -61,7 +71,7 @@ class UnreadableCount(NamedTuple):
     path: str
     line: int
     reason: str
-    target: str | None = None
+    command: WorkerCommand | None = None
 
 
 class WebWorkers(NamedTuple):
@@ -126,8 +136,9 @@ def _digest(path: Path) -> str | None:
         return None
 
 
-def read_deployments(root: Path, folders: tuple[str, ...]) -> Deployments:
-    """What the compose file, the manifests under `folders` and `gunicorn.conf.py` at `root` declare."""
+def read_deployments(root: Path, folders: tuple[str, ...], programs: frozenset[str] = frozenset()) -> Deployments:
+    """What the compose file, the manifests under `folders` and `gunicorn.conf.py` at `root` declare; the
+    workers of `programs` (run as `<program> ... worker`) are found beside corral's."""
     workers: list[WorkerProcesses] = []
     unreadable: list[UnreadableCount] = []
     services: dict[str, dict[str, tuple[str, yaml.Node]]] = {}
@@ -135,10 +146,10 @@ def read_deployments(root: Path, folders: tuple[str, ...]) -> Deployments:
         for document in _documents(root, name, unreadable):
             _merge_services(name, document, services)
     for service, fields in sorted(services.items()):
-        _compose_service(service, fields, workers, unreadable)
+        _compose_service(service, fields, programs, workers, unreadable)
     for name in manifest_files(root, folders):
         for document in _documents(root, name, unreadable):
-            _manifest(name, document, workers, unreadable)
+            _manifest(name, document, programs, workers, unreadable)
     return Deployments(tuple(workers), tuple(unreadable), _gunicorn_workers(root))
 
 
@@ -203,17 +214,19 @@ def _merge_services(relpath: str, document: yaml.Node, services: dict[str, dict[
 def _compose_service(
     service: str,
     fields: dict[str, tuple[str, yaml.Node]],
+    programs: frozenset[str],
     workers: list[WorkerProcesses],
     unreadable: list[UnreadableCount],
 ) -> None:
-    runs = _runs_corral_worker([fields[field][1] for field in ("entrypoint", "command") if field in fields])
+    runs = _worker_command([fields[field][1] for field in ("entrypoint", "command") if field in fields], programs)
     if runs is None:
         return
+    program = f"{runs.program} worker"
     where = fields.get("command") or fields.get("entrypoint")
     assert where is not None  # a service runs the worker only through one of them
     mode = fields.get("deploy.mode")
     if mode is not None and _scalar(mode[1]) == "global":
-        reason = f"service {service} runs corral worker with deploy.mode global: one per node, a count no file states"
+        reason = f"service {service} runs {program} with deploy.mode global: one per node, a count no file states"
         unreadable.append(UnreadableCount(mode[0], _line(mode[1]), reason, runs))
         return
     counts: list[tuple[str, str, yaml.Node, int]] = []
@@ -222,13 +235,13 @@ def _compose_service(
             relpath, node = fields[field]
             count = _count(node)
             if isinstance(count, str):
-                reason = f"service {service} runs corral worker and its {field} is {count}"
+                reason = f"service {service} runs {program} and its {field} is {count}"
                 unreadable.append(UnreadableCount(relpath, _line(node), reason, runs))
                 return
             counts.append((field, relpath, node, count))
     if len({count for *_, count in counts}) > 1:
         (first, path, node, count), (second, _, _, other) = counts
-        reason = f"service {service} runs corral worker with {first} {count} but {second} {other}"
+        reason = f"service {service} runs {program} with {first} {count} but {second} {other}"
         unreadable.append(UnreadableCount(path, _line(node), reason, runs))
         return
     if counts:
@@ -241,7 +254,11 @@ def _compose_service(
 
 
 def _manifest(
-    relpath: str, document: yaml.Node, workers: list[WorkerProcesses], unreadable: list[UnreadableCount]
+    relpath: str,
+    document: yaml.Node,
+    programs: frozenset[str],
+    workers: list[WorkerProcesses],
+    unreadable: list[UnreadableCount],
 ) -> None:
     top = _mapping(document)
     kind = _scalar(top.get("kind"))
@@ -250,12 +267,15 @@ def _manifest(
     name = _scalar(_mapping(top.get("metadata")).get("name")) or "?"
     for container in _sequence(pod.get("containers")):
         body = _mapping(container)
-        runs = _runs_corral_worker([node for field in ("command", "args") if (node := body.get(field)) is not None])
+        runs = _worker_command(
+            [node for field in ("command", "args") if (node := body.get(field)) is not None], programs
+        )
         if runs is None:
             continue
         label = f"{kind} {name}, container {_scalar(body.get('name')) or '?'}"
+        program = f"{runs.program} worker"
         if kind not in REPLICATED_KINDS:
-            reason = f"{label} runs corral worker, and a {kind}'s count of pods is not stated in its manifest"
+            reason = f"{label} runs {program}, and a {kind}'s count of pods is not stated in its manifest"
             unreadable.append(UnreadableCount(relpath, _line(container), reason, runs))
             continue
         replicas = spec.get("replicas")
@@ -264,7 +284,7 @@ def _manifest(
             continue
         count = _count(replicas)
         if isinstance(count, str):
-            reason = f"{label} runs corral worker and its replicas is {count}"
+            reason = f"{label} runs {program} and its replicas is {count}"
             unreadable.append(UnreadableCount(relpath, _line(replicas), reason, runs))
             continue
         workers.append(WorkerProcesses(relpath, _line(replicas), count, f"{label}, spec.replicas", runs))
@@ -329,16 +349,19 @@ def _count(node: yaml.Node) -> int | str:
     return f"{value!r}, not a whole number"
 
 
-def _runs_corral_worker(nodes: list[yaml.Node]) -> str | None:
-    """The `MODULE:RUNTIME` (or an empty string) when the command made of `nodes` runs `corral worker`;
-    None when it does not."""
+def _worker_command(nodes: list[yaml.Node], programs: frozenset[str]) -> WorkerCommand | None:
+    """What the command made of `nodes` runs: `corral worker` (also `python -m corral.runtime.cli worker`)
+    or `<program> ... worker` for one of `programs` (also `python -m <program>`); None when neither."""
     words = list(_words(nodes))
     for index, word in enumerate(words):
         rest = words[index + 1 :]
         if os.path.basename(word) == "corral" and rest[:1] == ["worker"]:
-            return _target(rest[1:])
+            return WorkerCommand("corral", _target(rest[1:]))
         if word == "-m" and rest[:1] and rest[0] in CORRAL_MODULES and rest[1:2] == ["worker"]:
-            return _target(rest[2:])
+            return WorkerCommand("corral", _target(rest[2:]))
+        program = rest[0] if word == "-m" and rest else os.path.basename(word)
+        if program in programs and "worker" in rest:
+            return WorkerCommand(program, "", tuple(rest[rest.index("worker") + 1 :]))
     return None
 
 
