@@ -349,7 +349,7 @@ def worker_concurrency(arguments: tuple[str, ...]) -> int | str | None:
             pool = argument.partition("=")[2]
     if concurrency is None:
         return 1 if pool == "solo" else None
-    if concurrency.isascii() and concurrency.isdigit() and int(concurrency) >= 1:
+    if concurrency.isascii() and concurrency.isdigit() and len(concurrency) <= 18 and int(concurrency) >= 1:
         return int(concurrency)
     if "$" in concurrency:
         return f"--concurrency {concurrency!r}, filled in at deploy time (a substitution the gate cannot read)"

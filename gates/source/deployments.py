@@ -38,7 +38,7 @@ MANIFEST_SUFFIXES = (".yaml", ".yml")
 REPLICATED_KINDS = frozenset({"Deployment", "StatefulSet", "ReplicaSet"})
 # `python -m <module> worker` runs corral's worker command through these modules.
 CORRAL_MODULES = frozenset({"corral", "corral.gates", "corral.runtime.cli"})
-_WHOLE_NUMBER = re.compile(r"[0-9]+")
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")  # longer: no count of processes, and past int()'s limit
 _INT_TAG = "tag:yaml.org,2002:int"
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -147,6 +147,10 @@ def read_deployments(root: Path, folders: tuple[str, ...], programs: frozenset[s
             _merge_services(name, document, services)
     for service, fields in sorted(services.items()):
         _compose_service(service, fields, programs, workers, unreadable)
+    for folder in folders:
+        if not (root / folder).is_dir():
+            # A misspelt folder that counted nothing would pass a budget the manifests break.
+            unreadable.append(UnreadableCount(folder, 1, "is named by kubernetes-manifests but is no folder"))
     for name in manifest_files(root, folders):
         for document in _documents(root, name, unreadable):
             _manifest(name, document, programs, workers, unreadable)
@@ -166,6 +170,9 @@ def _documents(root: Path, relpath: str, unreadable: list[UnreadableCount]) -> l
         return []
     try:
         return [node for node in yaml.compose_all(text, Loader=yaml.SafeLoader) if node is not None]
+    except RecursionError:
+        unreadable.append(UnreadableCount(relpath, 1, "is nested too deeply to read"))
+        return []
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
         line = mark.line + 1 if mark is not None else 1
@@ -174,12 +181,13 @@ def _documents(root: Path, relpath: str, unreadable: list[UnreadableCount]) -> l
         return []
 
 
-def _mapping(node: yaml.Node | None) -> dict[str, yaml.Node]:
+def _mapping(node: yaml.Node | None, merging: frozenset[int] = frozenset()) -> dict[str, yaml.Node]:
     """A YAML mapping's entries by key, `<<` merge keys applied (explicit keys win, as YAML says); empty
-    for anything that is not a mapping."""
+    for anything that is not a mapping. `merging`: the mappings being merged already (an anchor merged
+    into itself adds no key it does not hold)."""
     import yaml
 
-    if not isinstance(node, yaml.MappingNode):
+    if not isinstance(node, yaml.MappingNode) or id(node) in merging:
         return {}
     entries: dict[str, yaml.Node] = {}
     merged: dict[str, yaml.Node] = {}
@@ -187,7 +195,7 @@ def _mapping(node: yaml.Node | None) -> dict[str, yaml.Node]:
         if key.tag == _MERGE_TAG:
             sources = value.value if isinstance(value, yaml.SequenceNode) else [value]
             for source in reversed(sources):
-                merged.update(_mapping(source))
+                merged.update(_mapping(source, merging | {id(node)}))
         elif isinstance(key, yaml.ScalarNode):
             entries[str(key.value)] = value
     return {**merged, **entries}
@@ -344,9 +352,10 @@ def _count(node: yaml.Node) -> int | str:
         return "not a number"
     if node.tag in (_INT_TAG, _STR_TAG) and _WHOLE_NUMBER.fullmatch(value):
         return int(value)
+    shown = repr(value if len(value) <= 60 else value[:60] + "...")
     if "${" in value or "{{" in value:
-        return f"{value!r}, filled in at deploy time (a substitution the gate cannot read)"
-    return f"{value!r}, not a whole number"
+        return f"{shown}, filled in at deploy time (a substitution the gate cannot read)"
+    return f"{shown}, not a whole number the gate can count with"
 
 
 def _worker_command(nodes: list[yaml.Node], programs: frozenset[str]) -> WorkerCommand | None:

@@ -277,7 +277,7 @@ def test_with_several_runtimes_a_worker_command_counts_for_the_runtime_it_names(
 def test_a_cached_result_is_not_served_once_a_deployment_file_changes(project) -> None:
     """The project checks' output is cached with its inputs: the deployment files are among them, whether
     edited, created after the run, or added to a manifest folder."""
-    root = project({"pyproject.toml": '[tool.corral]\nkubernetes-manifests = ["k8s"]\n', **RUNTIME})
+    root = project({"pyproject.toml": '[tool.corral]\nkubernetes-manifests = ["k8s"]\n', "k8s/.keep": "", **RUNTIME})
 
     def budget() -> tuple[int, int | None]:
         completed = run_corral("check", "--format", "json", cwd=root)
@@ -292,7 +292,6 @@ def test_a_cached_result_is_not_served_once_a_deployment_file_changes(project) -
     compose.write_text(compose.read_text().replace("scale: 4", "scale: 5"))
     assert budget() == (1, 5)
     manifest = Path(root, "k8s", "jobs.yaml")
-    manifest.parent.mkdir()
     manifest.write_text(textwrap.dedent(KUBERNETES))
     assert budget() == (1, 8)
     compose.unlink()
@@ -305,3 +304,32 @@ def test_manifest_folders_must_stay_below_the_root(project) -> None:
         completed = run_corral("check", cwd=root)
         assert completed.returncode == 2, folders
         assert "kubernetes-manifests" in completed.stderr + completed.stdout
+
+
+def test_bad_deployment_files_are_crl302_never_a_traceback(project) -> None:
+    config = 'kubernetes-manifests = ["k8s"]\n'
+    recursive = "services:\n  w: &w\n    command: [corral, worker]\n    <<: *w\n    deploy:\n      <<: *w\n"
+    assert check(project, {"compose.yml": recursive})[:2] == (0, [])
+    cases = {
+        "compose.yml": (
+            b"a: " + b"[" * 3000 + b"]" * 3000 + b"\n",
+            "compose.yml:1 CRL302 is nested too deeply to read",
+        ),
+        "k8s/jobs.yaml": (b"kind: \xff\n", "k8s/jobs.yaml:1 CRL302 cannot be read: "),
+        "docker-compose.yml": (
+            b"services:\n  w:\n    command: corral worker\n    scale: " + b"9" * 5000 + b"\n",
+            "docker-compose.yml:4 CRL302 service w runs corral worker and its scale is '99999",
+        ),
+    }
+    for name, (data, expected) in cases.items():
+        root = project({"pyproject.toml": "[tool.corral]\n" + config, "k8s/.keep": "", **RUNTIME})
+        (root / name).write_bytes(data)
+        completed = run_corral("check", "--format", "json", cwd=root)
+        (finding,) = [
+            f"{f['path']}:{f['line']} {f['code']} {f['message']}" for f in json.loads(completed.stdout)["findings"]
+        ]
+        assert completed.returncode == 1 and finding.startswith(expected), finding
+    root = project({"pyproject.toml": '[tool.corral]\nkubernetes-manifests = ["deploy/k8s"]\n', **RUNTIME})
+    completed = run_corral("check", cwd=root)
+    assert completed.returncode == 1
+    assert "deploy/k8s:1:1: CRL302 is named by kubernetes-manifests but is no folder" in completed.stdout
