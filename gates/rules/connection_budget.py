@@ -501,9 +501,8 @@ class CeleryBudgetCheck(ProjectCheck):
             where = f"from {service.path}:{service.line} ({service.origin})"
             concurrency = celery.worker_concurrency(service.command.arguments)
             if isinstance(concurrency, str):
-                problems.append(
-                    (service.path, service.line, f"{service.origin}: its {program} worker command has {concurrency}")
-                )
+                path, _, line = service.command_at.rpartition(":")
+                problems.append((path, int(line), f"{service.origin}: its {program} worker command has {concurrency}"))
             elif concurrency is not None:
                 terms.append(CeleryWorkers(concurrency, "from --concurrency on its command", service.processes, where))
             elif setting is not None and setting[1].value is not None:

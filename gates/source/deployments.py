@@ -62,6 +62,8 @@ class WorkerProcesses(NamedTuple):
     processes: int
     origin: str
     command: WorkerCommand
+    # Where the command stands (`path:line`), which may be another file (an override) or another line.
+    command_at: str
 
 
 class UnreadableCount(NamedTuple):
@@ -232,6 +234,7 @@ def _compose_service(
     program = f"{runs.program} worker"
     where = fields.get("command") or fields.get("entrypoint")
     assert where is not None  # a service runs the worker only through one of them
+    command_at = f"{where[0]}:{_line(where[1])}"
     mode = fields.get("deploy.mode")
     if mode is not None and _scalar(mode[1]) == "global":
         reason = f"service {service} runs {program} with deploy.mode global: one per node, a count no file states"
@@ -254,11 +257,11 @@ def _compose_service(
         return
     if counts:
         field, relpath, node, count = counts[0]
-        workers.append(WorkerProcesses(relpath, _line(node), count, f"service {service}, {field}", runs))
+        workers.append(WorkerProcesses(relpath, _line(node), count, f"service {service}, {field}", runs, command_at))
     else:
         relpath, node = where
         origin = f"service {service}, no deploy.replicas: Compose runs one"
-        workers.append(WorkerProcesses(relpath, _line(node), 1, origin, runs))
+        workers.append(WorkerProcesses(relpath, _line(node), 1, origin, runs, command_at))
 
 
 def _manifest(
@@ -288,14 +291,16 @@ def _manifest(
             continue
         replicas = spec.get("replicas")
         if replicas is None:
-            workers.append(WorkerProcesses(relpath, _line(container), 1, f"{label}, no replicas: one pod", runs))
+            origin = f"{label}, no replicas: one pod"
+            workers.append(WorkerProcesses(relpath, _line(container), 1, origin, runs, f"{relpath}:{_line(container)}"))
             continue
         count = _count(replicas)
         if isinstance(count, str):
             reason = f"{label} runs {program} and its replicas is {count}"
             unreadable.append(UnreadableCount(relpath, _line(replicas), reason, runs))
             continue
-        workers.append(WorkerProcesses(relpath, _line(replicas), count, f"{label}, spec.replicas", runs))
+        origin = f"{label}, spec.replicas"
+        workers.append(WorkerProcesses(relpath, _line(replicas), count, origin, runs, f"{relpath}:{_line(container)}"))
 
 
 def _gunicorn_workers(root: Path) -> WebWorkers | UnreadableCount | None:

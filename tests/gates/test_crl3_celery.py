@@ -181,6 +181,7 @@ def test_what_cannot_be_counted_is_crl302(project) -> None:
     substituted = COMPOSE.replace("worker -l info", "worker -l info -c ${CONCURRENCY}")
     _, found, _ = check(project, {"shop/settings.py": SETTINGS, "compose.yml": substituted})
     (finding,) = found
+    assert finding.startswith("compose.yml:4:1 CRL302 ")  # the command's line
     assert "--concurrency '${CONCURRENCY}', filled in at deploy time" in finding
     from_environment = "import os\n" + textwrap.dedent(SETTINGS).replace("600", 'int(os.environ["CONN_MAX_AGE"])')
     _, found, _ = check(project, {"shop/settings.py": from_environment, "compose.yml": COMPOSE})
