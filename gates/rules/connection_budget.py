@@ -230,8 +230,8 @@ class ConnectionBudget(Rule, ScopedVisitor):
             call = statement.value  # app.conf.update(worker_concurrency=8)
             if isinstance(call.func, ast.Attribute) and call.func.attr == "update" and _is_conf(call.func.value):
                 for keyword in call.keywords:
-                    if keyword.arg == "worker_concurrency":
-                        self._setting("worker_concurrency", keyword.value)
+                    if keyword.arg == celery.CONCURRENCY:
+                        self._setting(celery.CONCURRENCY, keyword.value)
             return
         if isinstance(statement, ast.Assign):
             targets, value = statement.targets, statement.value
@@ -242,7 +242,7 @@ class ConnectionBudget(Rule, ScopedVisitor):
         celery_config = self.context.names.module.rpartition(".")[2] == celery.CONFIG_MODULE
         for target in targets:
             if _names_concurrency(target, celery_config):
-                self._setting("worker_concurrency", value)
+                self._setting(celery.CONCURRENCY, value)
             elif isinstance(target, ast.Name) and target.id == "DATABASES" and isinstance(value, ast.Dict):
                 default = _entry(value, "default")
                 if isinstance(default, ast.Dict) and (age := _entry(default, "CONN_MAX_AGE")) is not None:
@@ -481,7 +481,7 @@ class CeleryBudgetCheck(ProjectCheck):
     def run(self, facts_by_file: FactsByFile, config: Config, reports: dict[str, Any]) -> list[Finding]:
         settings = sorted(recorded(DatabaseSetting, facts_by_file), key=lambda item: (item[0], item[1].line))
         ages = [(relpath, fact) for relpath, fact in settings if fact.setting == "CONN_MAX_AGE"]
-        concurrencies = [(relpath, fact) for relpath, fact in settings if fact.setting == "worker_concurrency"]
+        concurrencies = [(relpath, fact) for relpath, fact in settings if fact.setting == celery.CONCURRENCY]
         if config.max_conns is None or not ages:
             return []
         program = celery.WORKER_PROGRAM
@@ -496,6 +496,12 @@ class CeleryBudgetCheck(ProjectCheck):
         if age is not None and age[1].value == 0 and all(fact.unresolved is None for _, fact in ages):
             return []  # connections closed after each task: not bounded statically
         setting = _agreed(concurrencies, problems)
+        if setting is not None and (
+            setting[1].value is None or setting[1].value != int(setting[1].value) or setting[1].value < 1
+        ):
+            shown = f"must be a whole number >= 1, got {_number(setting[1].value)}"
+            problems.append((setting[0], setting[1].line, f"{setting[1].setting} {shown}"))
+            setting = None
         terms: list[CeleryWorkers] = []
         for service in services:
             where = f"from {service.path}:{service.line} ({service.origin})"
@@ -506,13 +512,13 @@ class CeleryBudgetCheck(ProjectCheck):
             elif concurrency is not None:
                 terms.append(CeleryWorkers(concurrency, "from --concurrency on its command", service.processes, where))
             elif setting is not None and setting[1].value is not None:
-                origin = f"from worker_concurrency at {setting[0]}:{setting[1].line}"
+                origin = f"from {celery.CONCURRENCY} at {setting[0]}:{setting[1].line}"
                 terms.append(CeleryWorkers(int(setting[1].value), origin, service.processes, where))
             elif not concurrencies:  # else a settings module's unreadable or disagreeing value is the problem
                 reason = f"{service.origin} runs {program} worker with no --concurrency and no worker_concurrency"
                 problems.append((service.path, service.line, f"{reason}: {celery.DEFAULT_CONCURRENCY}"))
         if not services and setting is not None and setting[1].value is not None:
-            origin = f"from worker_concurrency at {setting[0]}:{setting[1].line}"
+            origin = f"from {celery.CONCURRENCY} at {setting[0]}:{setting[1].line}"
             terms.append(CeleryWorkers(int(setting[1].value), origin, 1, f"(no deployment file runs {program} worker)"))
         problems += [
             (value.path, value.line, value.reason)

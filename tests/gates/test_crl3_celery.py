@@ -187,6 +187,12 @@ def test_what_cannot_be_counted_is_crl302(project) -> None:
     _, found, _ = check(project, {"shop/settings.py": from_environment, "compose.yml": COMPOSE})
     (finding,) = found
     assert finding.startswith("shop/settings.py:6:1 CRL302 CONN_MAX_AGE: ") and "environment" in finding
+    for bad in ("0", "2.5", "None"):
+        _, found, _ = check(project, {"shop/settings.py": SETTINGS.replace("= 8", f"= {bad}"), "compose.yml": COMPOSE})
+        (finding,) = found
+        assert finding.startswith(
+            f"shop/settings.py:7:1 CRL302 worker_concurrency must be a whole number >= 1, got {bad}"
+        )
     disagreeing = {
         "shop/settings/__init__.py": "",
         "shop/settings/base.py": SETTINGS,
