@@ -9,15 +9,15 @@ arithmetic of the runtime's own boot check (`corral.runtime.budget.compute_budge
 callers). Being a whole-project check, the gate reports it and the per-file flake8 front does not. A
 value the gate could not resolve is CRL302 where it stands: a budget that cannot be proven does not pass.
 
-The processes of a runtime, unless `[tool.corral] processes` sets them (it then wins), are counted from
-the deployment files (`corral.gates.source.deployments`, read as data and never executed): the sum over
-every compose service and Kubernetes container whose command runs `corral worker` on it (its
-`deploy.replicas` or `scale`, its Deployment's `spec.replicas`; one when none is stated), else, when no
-such command runs it, gunicorn's `workers` from `gunicorn.conf.py` (the runtime then runs in the web
-server's processes), else 1. With several runtimes in the project a command counts for the one declared
-in the module its `MODULE:RUNTIME` names. A count those files do not spell as a number (`${REPLICAS}`,
-`deploy.mode: global`, a DaemonSet, a YAML error, a computed `workers`) is CRL302 at its file and line.
-The budget table says where every factor came from.
+The processes of a runtime, unless `[tool.corral] processes` sets them (it then wins), are counted from the
+deployment files (`corral.gates.source.deployments`, read as data and never executed): the sum over every
+compose service and Kubernetes container whose command runs `corral worker` on it (its `deploy.replicas` or
+`scale`, its Deployment's `spec.replicas` or autoscaler's `maxReplicas`; one when none is stated), else, when
+no such command runs it, gunicorn's `workers` from `gunicorn.conf.py` (the runtime then runs in the web
+server's processes), else 1. With several runtimes in the project a command counts for the one declared in the
+module its `MODULE:RUNTIME` names. A count those files do not spell as a number (`${REPLICAS}`, `deploy.mode:
+global`, a DaemonSet, a YAML error, a computed `workers`) is CRL302 at its file and line. The budget table
+says where every factor came from.
 
 Celery workers are checked against the database too (`CeleryBudgetCheck`): the per-file half records
 module-level Celery concurrency settings and Django's `CONN_MAX_AGE` as `DatabaseSetting`s, and the project

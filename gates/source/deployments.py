@@ -4,14 +4,14 @@ executed.
 
 A compose file at the root (the first of Compose's own order: `compose.yaml`, `compose.yml`,
 `docker-compose.yaml`, `docker-compose.yml`, with its `.override` file merged over it) and every `.yaml` /
-`.yml` document under the configured manifest folders (`Deployment`, `StatefulSet`, `ReplicaSet`) are
-searched for what runs `corral worker`, or `<program> ... worker` for the programs a caller names
-(`command` / `entrypoint`, `args`, in string or list form, also through `sh -c "..."`); each such service
-or container is a `WorkerProcesses` with the count it runs, where the count stands and its command.
-`gunicorn.conf.py` at the root gives the web server's `workers` when it is a module-level integer. A
-count the files do not spell as a whole number (a `${REPLICAS}` substitution, a template, `deploy.mode:
-global`, a YAML error) is an `UnreadableCount` with its file, line and reason: the caller reports it, it
-never guesses.
+`.yml` document under the configured manifest folders (`Deployment`, `StatefulSet`, `ReplicaSet`, scaled up to
+a `HorizontalPodAutoscaler`'s `maxReplicas` when one targets it) are searched for what runs `corral worker`,
+or `<program> ... worker` for the programs a caller names (`command` / `entrypoint`, `args`, in string or list
+form, also through `sh -c "..."`); each such service or container is a `WorkerProcesses` with the count it
+runs, where the count stands and its command. `gunicorn.conf.py` at the root gives the web server's `workers`
+when it is a module-level integer. A count the files do not spell as a whole number (a `${REPLICAS}`
+substitution, a template, `deploy.mode: global`, a YAML error) is an `UnreadableCount` with its file, line and
+reason: the caller reports it, it never guesses.
 
 `deployment_inputs` names every file this module reads (or would read, were it there) with a digest of its
 bytes, so that a cached whole-project result is not served once one of them changes, appears or goes.
@@ -153,9 +153,12 @@ def read_deployments(root: Path, folders: tuple[str, ...], programs: frozenset[s
         if not (root / folder).is_dir():
             # A misspelt folder that counted nothing would pass a budget the manifests break.
             unreadable.append(UnreadableCount(folder, 1, "is named by kubernetes-manifests but is no folder"))
-    for name in manifest_files(root, folders):
-        for document in _documents(root, name, unreadable):
-            _manifest(name, document, programs, workers, unreadable)
+    documents = [
+        (name, document) for name in manifest_files(root, folders) for document in _documents(root, name, unreadable)
+    ]
+    autoscalers = _autoscalers(documents)
+    for name, document in documents:
+        _manifest(name, document, programs, autoscalers, workers, unreadable)
     return Deployments(tuple(workers), tuple(unreadable), _gunicorn_workers(root))
 
 
@@ -268,6 +271,7 @@ def _manifest(
     relpath: str,
     document: yaml.Node,
     programs: frozenset[str],
+    autoscalers: dict[tuple[str, str], tuple[str, str, yaml.Node]],
     workers: list[WorkerProcesses],
     unreadable: list[UnreadableCount],
 ) -> None:
@@ -289,10 +293,23 @@ def _manifest(
             reason = f"{label} runs {program}, and a {kind}'s count of pods is not stated in its manifest"
             unreadable.append(UnreadableCount(relpath, _line(container), reason, runs))
             continue
+        command_at = f"{relpath}:{_line(container)}"
+        autoscaler = autoscalers.get((kind, name))
+        if autoscaler is not None:
+            # The autoscaler runs up to its maxReplicas, whatever spec.replicas starts with.
+            path, scaler, maximum = autoscaler
+            count = _count(maximum)
+            if isinstance(count, str):
+                reason = f"{label} runs {program}; HorizontalPodAutoscaler {scaler}'s maxReplicas is {count}"
+                unreadable.append(UnreadableCount(path, _line(maximum), reason, runs))
+                continue
+            origin = f"{label}, HorizontalPodAutoscaler {scaler} maxReplicas"
+            workers.append(WorkerProcesses(path, _line(maximum), count, origin, runs, command_at))
+            continue
         replicas = spec.get("replicas")
         if replicas is None:
             origin = f"{label}, no replicas: one pod"
-            workers.append(WorkerProcesses(relpath, _line(container), 1, origin, runs, f"{relpath}:{_line(container)}"))
+            workers.append(WorkerProcesses(relpath, _line(container), 1, origin, runs, command_at))
             continue
         count = _count(replicas)
         if isinstance(count, str):
@@ -300,7 +317,27 @@ def _manifest(
             unreadable.append(UnreadableCount(relpath, _line(replicas), reason, runs))
             continue
         origin = f"{label}, spec.replicas"
-        workers.append(WorkerProcesses(relpath, _line(replicas), count, origin, runs, f"{relpath}:{_line(container)}"))
+        workers.append(WorkerProcesses(relpath, _line(replicas), count, origin, runs, command_at))
+
+
+def _autoscalers(documents: list[tuple[str, yaml.Node]]) -> dict[tuple[str, str], tuple[str, str, yaml.Node]]:
+    """Each `HorizontalPodAutoscaler`'s target (its kind and name) with the file, name and `maxReplicas`
+    node of the autoscaler; a target without a `maxReplicas` keeps an unreadable node (a `null`)."""
+    import yaml
+
+    found: dict[tuple[str, str], tuple[str, str, yaml.Node]] = {}
+    for relpath, document in documents:
+        top = _mapping(document)
+        if _scalar(top.get("kind")) != "HorizontalPodAutoscaler":
+            continue
+        spec = _mapping(top.get("spec"))
+        target = _mapping(spec.get("scaleTargetRef"))
+        kind, name = _scalar(target.get("kind")), _scalar(target.get("name"))
+        if kind is None or name is None:
+            continue
+        maximum = spec.get("maxReplicas") or yaml.ScalarNode("tag:yaml.org,2002:null", "", document.start_mark)
+        found[(kind, name)] = (relpath, _scalar(_mapping(top.get("metadata")).get("name")) or "?", maximum)
+    return found
 
 
 def _gunicorn_workers(root: Path) -> WebWorkers | UnreadableCount | None:

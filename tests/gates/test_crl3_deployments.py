@@ -333,3 +333,33 @@ def test_bad_deployment_files_are_crl302_never_a_traceback(project) -> None:
     completed = run_corral("check", cwd=root)
     assert completed.returncode == 1
     assert "deploy/k8s:1:1: CRL302 is named by kubernetes-manifests but is no folder" in completed.stdout
+
+
+def test_an_autoscaler_counts_up_to_its_max_replicas(project) -> None:
+    autoscaler = """
+        apiVersion: autoscaling/v2
+        kind: HorizontalPodAutoscaler
+        metadata: {name: jobs-scaler}
+        spec:
+          scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: jobs}
+          minReplicas: 1
+          maxReplicas: 6
+    """
+    config = 'kubernetes-manifests = ["k8s"]\n'
+    files = {"k8s/jobs.yaml": KUBERNETES, "k8s/hpa.yaml": autoscaler}
+    code, found, budget = check(project, files, config)
+    assert code == 1 and budget["processes"] == 6
+    assert budget["sources"]["processes"] == (
+        "processes 6 from k8s/hpa.yaml:7 (Deployment jobs, container worker, HorizontalPodAutoscaler jobs-scaler"
+        " maxReplicas)"
+    )
+    # An autoscaler of another Deployment changes nothing; one whose maximum is templated is CRL302.
+    code, found, budget = check(
+        project, {**files, "k8s/hpa.yaml": autoscaler.replace("name: jobs}", "name: web}")}, config
+    )
+    assert (code, found, budget["processes"]) == (0, [], 3)
+    templated = autoscaler.replace("maxReplicas: 6", "maxReplicas: ${MAX}")
+    _, found, _ = check(project, {**files, "k8s/hpa.yaml": templated}, config)
+    (finding,) = found
+    assert finding.startswith("k8s/hpa.yaml:7 CRL302 Deployment jobs, container worker runs corral worker;")
+    assert "maxReplicas is '${MAX}', filled in at deploy time" in finding
