@@ -107,24 +107,35 @@ def _override(name: str) -> str:
     return f"{stem}.override.{suffix}"
 
 
-def manifest_files(root: Path, folders: tuple[str, ...]) -> list[str]:
-    """Every YAML file under the configured manifest folders, as paths relative to `root`, sorted."""
+def manifest_files(root: Path, folders: tuple[str, ...]) -> tuple[list[str], list[UnreadableCount]]:
+    """Every YAML file under the configured manifest folders, as paths relative to `root`, sorted; and the
+    folders below them that cannot be listed (a manifest in one would go uncounted)."""
     found: list[str] = []
+    unlisted: list[UnreadableCount] = []
+
+    def unlistable(error: OSError) -> None:
+        where = Path(error.filename or root).relative_to(root).as_posix()
+        unlisted.append(UnreadableCount(where, 1, f"cannot be listed: {error.strerror or error}"))
+
     for folder in folders:
-        for directory, subfolders, names in os.walk(root / folder):
+        if not (root / folder).is_dir():
+            continue  # `read_deployments` reports it; `deployment_inputs` stamps it absent
+        for directory, subfolders, names in os.walk(root / folder, onerror=unlistable):
             subfolders.sort()
             for name in names:
                 if name.endswith(MANIFEST_SUFFIXES):
                     found.append(Path(directory, name).relative_to(root).as_posix())
-    return sorted(set(found))
+    return sorted(set(found)), unlisted
 
 
 def deployment_inputs(root: Path, folders: tuple[str, ...]) -> list[tuple[str, str | None]]:
     """Every file `read_deployments` reads or would read, with a digest of its content (`absent` for one
     that is not there, None for one that cannot be read: the result depends on it and cannot be cached);
     a missing manifest folder is an input too, so that creating it is seen."""
-    names = [*COMPOSE_FILES, *map(_override, COMPOSE_FILES), GUNICORN_CONFIG, *manifest_files(root, folders)]
+    manifests, unlisted = manifest_files(root, folders)
+    names = [*COMPOSE_FILES, *map(_override, COMPOSE_FILES), GUNICORN_CONFIG, *manifests]
     inputs: list[tuple[str, str | None]] = [(name, _digest(root / name)) for name in names]
+    inputs += [(f"{folder.path}/", None) for folder in unlisted]
     inputs += [(f"{folder}/", "folder" if (root / folder).is_dir() else "absent") for folder in folders]
     return inputs
 
@@ -153,9 +164,9 @@ def read_deployments(root: Path, folders: tuple[str, ...], programs: frozenset[s
         if not (root / folder).is_dir():
             # A misspelt folder that counted nothing would pass a budget the manifests break.
             unreadable.append(UnreadableCount(folder, 1, "is named by kubernetes-manifests but is no folder"))
-    documents = [
-        (name, document) for name in manifest_files(root, folders) for document in _documents(root, name, unreadable)
-    ]
+    manifests, unlisted = manifest_files(root, folders)
+    unreadable += unlisted
+    documents = [(name, document) for name in manifests for document in _documents(root, name, unreadable)]
     autoscalers = _autoscalers(documents)
     for name, document in documents:
         _manifest(name, document, programs, autoscalers, workers, unreadable)

@@ -363,3 +363,27 @@ def test_an_autoscaler_counts_up_to_its_max_replicas(project) -> None:
     (finding,) = found
     assert finding.startswith("k8s/hpa.yaml:7 CRL302 Deployment jobs, container worker runs corral worker;")
     assert "maxReplicas is '${MAX}', filled in at deploy time" in finding
+
+
+def test_a_manifest_folder_that_cannot_be_listed_is_crl302_and_not_cached(tmp_path, monkeypatch) -> None:
+    """(Run as root, a folder's permissions do not stop a listing: the failure is simulated.)"""
+    import os
+
+    from corral.gates.source.deployments import deployment_inputs, read_deployments
+
+    (tmp_path / "k8s" / "private").mkdir(parents=True)
+    (tmp_path / "k8s" / "jobs.yaml").write_text(textwrap.dedent(KUBERNETES))
+    scandir = os.scandir
+
+    def refusing(path: Any) -> Any:
+        if str(path).endswith("private"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)
+    deployments = read_deployments(tmp_path, ("k8s",))
+    assert [(value.path, value.reason) for value in deployments.unreadable] == [
+        ("k8s/private", "cannot be listed: Permission denied")
+    ]
+    assert [worker.processes for worker in deployments.workers] == [3]
+    assert ("k8s/private/", None) in deployment_inputs(tmp_path, ("k8s",))
