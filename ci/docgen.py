@@ -38,9 +38,12 @@ KEY_MEANINGS: dict[str, str] = {
     "tests": "test code, exempt from the domain rules",
     "extend-spawners": 'more APIs to treat as spawners (CRL107), e.g. `"gevent.spawn"`',
     "strict": "demand an explicit timeout on every job kind (CRL2)",
-    "max_conns": "the database pool size, for deployments that set it outside code; unset: the code's (CRL3)",
-    "processes": "worker processes per deployment; multiplies the worker sum (CRL3)",
+    "max_conns": "the database pool size, for deployments that set it outside code; unset: the code's; also the"
+    " database's connection limit the Celery workers are checked against (CRL3)",
+    "processes": "worker processes per deployment; multiplies the worker sum; set, it wins over the deployment"
+    " files; unset: theirs, else 1 (CRL3)",
     "reserve": "share of the pool the workers may use (CRL3)",
+    "kubernetes-manifests": "folders of Kubernetes manifests whose `replicas` count the worker processes (CRL3)",
 }
 
 

@@ -36,6 +36,16 @@ def _qualified_names(value: Any) -> tuple[str, ...] | None:
     return names
 
 
+def _folders(value: Any) -> tuple[str, ...] | None:
+    """Folders below the root: relative, `/`-separated, never climbing out of it."""
+    folders = _string_list(value)
+    if folders is None or not all(
+        folder and not folder.startswith("/") and ".." not in folder.split("/") for folder in folders
+    ):
+        return None
+    return tuple(folder.strip("/") for folder in folders)
+
+
 def _boolean(value: Any) -> bool | None:
     return value if isinstance(value, bool) else None
 
@@ -64,6 +74,7 @@ KEYS: dict[str, _Key] = {
     "max_conns": _Key("max_conns", _positive_int, "a positive integer"),
     "processes": _Key("processes", _positive_int, "a positive integer"),
     "reserve": _Key("reserve", _fraction, "a number in (0, 1]"),
+    "kubernetes-manifests": _Key("kubernetes_manifests", _folders, "a list of folders relative to the root"),
 }
 
 
@@ -77,8 +88,10 @@ class Config(NamedTuple):
     extend_spawners: tuple[str, ...] = ()
     strict: bool = False
     max_conns: int | None = None
-    processes: int = 1
+    # None: the deployment files say, else 1 (`rules.connection_budget`).
+    processes: int | None = None
     reserve: float = 0.5
+    kubernetes_manifests: tuple[str, ...] = ()
 
     def fingerprint(self) -> str:
         """What the cached results depend on besides a file's content."""

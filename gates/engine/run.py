@@ -21,6 +21,7 @@ from corral.gates.config import Config
 from corral.gates.engine.cache import Cache, DamagedCache, FileResult, Stamp
 from corral.gates.engine.infra.parallel import map_paths
 from corral.gates.findings import Finding
+from corral.gates.source.deployments import deployment_inputs
 from corral.gates.source.discovery import iter_files
 from corral.gates.source.parsing import Uncheckable, declares_encoding, decode
 
@@ -221,6 +222,8 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
     # The whole-project checks are a function of every file's result: when each was served from the cache,
     # their output is the one stored with the same files (and no rule module needs loading).
     inputs = [(relpath, outcomes[path][1]) for path, relpath in zip(sorted(outcomes), results, strict=True)]
+    # The connection budget also reads the deployment files (compose, manifests, gunicorn.conf.py).
+    inputs += deployment_inputs(config.root, config.kubernetes_manifests)
     every_hit = all(outcome[3] for outcome in outcomes.values())
     project = cache.project_output(inputs) if cache is not None and every_hit else None
     if project is None:

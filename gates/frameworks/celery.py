@@ -668,3 +668,42 @@ def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
 
 
 FRAMEWORK = Celery()
+
+
+# -- what the connection budget (CRL3, `rules.connection_budget`) reads of Celery's workers ------------
+
+WORKER_PROGRAM = "celery"  # `celery -A app worker ...`, also `python -m celery`
+WORKERS = "Celery workers"
+# Module-level settings of a worker's concurrency: Django's (the app configured with namespace="CELERY"),
+# the app's `conf`, and a `celeryconfig` module's own.
+DJANGO_CONCURRENCY = "CELERY_WORKER_CONCURRENCY"
+CONCURRENCY = "worker_concurrency"
+CONFIG_MODULE = "celeryconfig"
+DEFAULT_CONCURRENCY = "Celery's default is the host's CPU count"
+
+
+def worker_concurrency(arguments: tuple[str, ...]) -> int | str | None:
+    """The concurrency `celery worker` runs with from its arguments (`-c N`, `--concurrency N`,
+    `--concurrency=N`; `--pool solo` runs one task at a time): None when they do not set it, or why it
+    cannot be read."""
+    concurrency: str | None = None
+    pool: str | None = None
+    for index, argument in enumerate(arguments):
+        following = arguments[index + 1] if index + 1 < len(arguments) else ""
+        if argument in ("-c", "--concurrency"):
+            concurrency = following
+        elif argument.startswith("--concurrency="):
+            concurrency = argument.partition("=")[2]
+        elif argument.startswith("-c") and argument[2:].isdigit():
+            concurrency = argument[2:]
+        elif argument in ("-P", "--pool"):
+            pool = following
+        elif argument.startswith("--pool="):
+            pool = argument.partition("=")[2]
+    if concurrency is None:
+        return 1 if pool == "solo" else None
+    if concurrency.isascii() and concurrency.isdigit() and len(concurrency) <= 18 and int(concurrency) >= 1:
+        return int(concurrency)
+    if "$" in concurrency:
+        return f"--concurrency {concurrency!r}, filled in at deploy time (a substitution the gate cannot read)"
+    return f"--concurrency {concurrency!r}, not a whole number >= 1"

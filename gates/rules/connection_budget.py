@@ -8,6 +8,20 @@ settings `max_conns`, `processes` and `reserve` from `[tool.corral]`, and checks
 arithmetic of the runtime's own boot check (`corral.runtime.budget.compute_budget`: one function, two
 callers). Being a whole-project check, the gate reports it and the per-file flake8 front does not. A
 value the gate could not resolve is CRL302 where it stands: a budget that cannot be proven does not pass.
+
+The processes of a runtime, unless `[tool.corral] processes` sets them (it then wins), are counted from the
+deployment files (`corral.gates.source.deployments`, read as data and never executed): the sum over every
+compose service and Kubernetes container whose command runs `corral worker` on it (its `deploy.replicas` or
+`scale`, its Deployment's `spec.replicas` or autoscaler's `maxReplicas`; one when none is stated), else, when
+no such command runs it, gunicorn's `workers` from `gunicorn.conf.py` (the runtime then runs in the web
+server's processes), else 1. With several runtimes in the project a command counts for the one declared in the
+module its `MODULE:RUNTIME` names. A count those files do not spell as a number (`${REPLICAS}`, `deploy.mode:
+global`, a DaemonSet, a YAML error, a computed `workers`) is CRL302 at its file and line. The budget table
+says where every factor came from.
+
+Celery workers are checked against the database too (`CeleryBudgetCheck`): the per-file half records
+module-level Celery concurrency settings and Django's `CONN_MAX_AGE` as `DatabaseSetting`s, and the project
+half multiplies each `celery worker`'s concurrency by its processes when Django keeps the connections.
 """
 
 from __future__ import annotations
@@ -21,14 +35,54 @@ from corral.gates.analysis.scoped import ScopedVisitor
 from corral.gates.analysis.values import StaticValues, Unresolved
 from corral.gates.config import Config
 from corral.gates.findings import FactsByFile, Finding
+from corral.gates.frameworks import celery
 from corral.gates.frameworks.corral import QUEUE_CLASSES
 from corral.gates.rules.base import ProjectCheck, Rule, json_fields, record_fact, recorded
+from corral.gates.source.deployments import Deployments, UnreadableCount, WorkerCommand, read_deployments
+from corral.gates.source.discovery import module_name_for
 from corral.gates.source.prefilter import Source
 
 RUNTIMES = frozenset({"corral.runtime.Runtime", "corral.runtime.runtime.Runtime"})
 QUEUES = QUEUE_CLASSES
+# The words of the settings the Celery half reads: Django's CONN_MAX_AGE (also dj-database-url's keyword)
+# and Celery's concurrency.
+SETTING_WORDS = (b"CONN_MAX_AGE", b"conn_max_age", celery.CONCURRENCY.encode(), celery.DJANGO_CONCURRENCY.encode())
 # What `Runtime.__init__` assumes when an argument is left out.
 RUNTIME_DEFAULTS: dict[str, float] = {"relay": 1, "max_conns": 40}
+
+
+def _is_conf(node: ast.expr) -> bool:
+    """`<app>.conf`: a Celery app's configuration."""
+    return isinstance(node, ast.Attribute) and node.attr == "conf"
+
+
+def _names_concurrency(target: ast.expr, celery_config: bool) -> bool:
+    """`CELERY_WORKER_CONCURRENCY` (Django settings), `<app>.conf.worker_concurrency`, or `worker_concurrency`
+    in a `celeryconfig` module."""
+    if isinstance(target, ast.Attribute):
+        return target.attr == celery.CONCURRENCY and _is_conf(target.value)
+    if isinstance(target, ast.Name):
+        return target.id == celery.DJANGO_CONCURRENCY or (celery_config and target.id == celery.CONCURRENCY)
+    return False
+
+
+def _entry(mapping: ast.Dict, key: str) -> ast.expr | None:
+    """The value of a string key in a dict display."""
+    for item_key, value in zip(mapping.keys, mapping.values, strict=True):
+        if isinstance(item_key, ast.Constant) and item_key.value == key:
+            return value
+    return None
+
+
+def _subscripts(node: ast.expr) -> list[str]:
+    """`DATABASES["default"]["CONN_MAX_AGE"]` -> `["DATABASES", "default", "CONN_MAX_AGE"]` (else empty)."""
+    keys: list[str] = []
+    while isinstance(node, ast.Subscript):
+        if not (isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+            return []
+        keys.insert(0, node.slice.value)
+        node = node.value
+    return [node.id, *keys] if isinstance(node, ast.Name) and keys else []
 
 
 class UnresolvedValue(NamedTuple):
@@ -74,6 +128,28 @@ class BudgetFact(NamedTuple):
         return cls(**{**data, "queues": queues, "unresolved": unresolved})
 
 
+class DatabaseSetting(NamedTuple):
+    """A module-level setting the Celery half of the budget reads: Celery's worker concurrency (`setting`
+    is `worker_concurrency`) or Django's `DATABASES["default"]` `CONN_MAX_AGE`. `value` is its number;
+    None for the literal None (for `CONN_MAX_AGE`: connections kept for ever) or when `unresolved` says
+    why the gate could not read it."""
+
+    line: int
+    col: int
+    setting: str
+    value: float | None
+    unresolved: str | None
+
+    @classmethod
+    def fact_kind(cls) -> str:
+        """What this record's facts are filed under in a file's facts and in the cache."""
+        return "database_setting"
+
+    @classmethod
+    def from_json(cls, data: Any) -> DatabaseSetting:
+        return cls(**json_fields(cls, data))
+
+
 class ConnectionBudget(Rule, ScopedVisitor):
     """The per-file half: every corral `Runtime(...)` declaration recorded as a `BudgetFact` (it reports
     nothing itself; `ConnectionBudgetCheck` reports under these codes)."""
@@ -100,8 +176,18 @@ class ConnectionBudget(Rule, ScopedVisitor):
         WORKERS = int(os.environ.get("INDEX_WORKERS", "4"))
         runtime = Runtime(queues=[Queue("index", max_workers=WORKERS * 2)], store="sqlite://", max_conns=20)
         """,
+        """
+        # corral-config: max_conns = 40
+        DATABASES = {"default": {"ENGINE": "django.db.backends.postgresql", "CONN_MAX_AGE": 600}}
+        CELERY_WORKER_CONCURRENCY = 8
+        """,
     )
     INVALID = (
+        """
+        # corral-config: max_conns = 20
+        DATABASES = {"default": {"CONN_MAX_AGE": None}}  # error: 42 CRL301 "concurrency 16 x processes 1 = 16 > 10"
+        CELERY_WORKER_CONCURRENCY = 16
+        """,
         """
         from corral.runtime import Queue, Runtime
         index = Queue("index", max_workers=4, timeout=30)
@@ -127,12 +213,52 @@ class ConnectionBudget(Rule, ScopedVisitor):
 
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:
+        if source.has(*SETTING_WORDS):
+            return True
         # `Runtime` resolves to corral's only through an import naming corral (or inside corral itself).
         return (source.imports_any(b"corral") or source.package[:1] == ["corral"]) and source.has(b"Runtime")
 
     def check(self) -> Iterator[Finding]:
         self.visit(self.context.tree)
+        for statement in self.context.tree.body:
+            self._database_settings(statement)
         return iter(())
+
+    def _database_settings(self, statement: ast.stmt) -> None:
+        """Record the module-level Celery concurrency and Django `CONN_MAX_AGE` settings of `statement`."""
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+            call = statement.value  # app.conf.update(worker_concurrency=8)
+            if isinstance(call.func, ast.Attribute) and call.func.attr == "update" and _is_conf(call.func.value):
+                for keyword in call.keywords:
+                    if keyword.arg == celery.CONCURRENCY:
+                        self._setting(celery.CONCURRENCY, keyword.value)
+            return
+        if isinstance(statement, ast.Assign):
+            targets, value = statement.targets, statement.value
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            targets, value = [statement.target], statement.value
+        else:
+            return
+        celery_config = self.context.names.module.rpartition(".")[2] == celery.CONFIG_MODULE
+        for target in targets:
+            if _names_concurrency(target, celery_config):
+                self._setting(celery.CONCURRENCY, value)
+            elif isinstance(target, ast.Name) and target.id == "DATABASES" and isinstance(value, ast.Dict):
+                default = _entry(value, "default")
+                if isinstance(default, ast.Dict) and (age := _entry(default, "CONN_MAX_AGE")) is not None:
+                    self._setting("CONN_MAX_AGE", age)
+                elif isinstance(default, ast.Call):  # dj_database_url.config(conn_max_age=600)
+                    for keyword in default.keywords:
+                        if keyword.arg == "conn_max_age":
+                            self._setting("CONN_MAX_AGE", keyword.value)
+            elif _subscripts(target) == ["DATABASES", "default", "CONN_MAX_AGE"]:
+                self._setting("CONN_MAX_AGE", value)
+
+    def _setting(self, setting: str, node: ast.expr) -> None:
+        value = self.values.number(node, self.scope)
+        unresolved = value.reason if isinstance(value, Unresolved) else None
+        number = None if isinstance(value, Unresolved) else value
+        record_fact(DatabaseSetting(node.lineno, node.col_offset + 1, setting, number, unresolved), self.context)
 
     def visit_Call(self, node: ast.Call) -> None:
         if self.resolve(node.func) in RUNTIMES:
@@ -250,8 +376,12 @@ class ConnectionBudgetCheck(ProjectCheck):
         # Imported only for a project that declares a runtime: the package brings asyncio with it.
         from corral.runtime.budget import compute_budget
 
+        # The deployment files are read only when [tool.corral] leaves the count of processes to them.
+        deployments = read_deployments(config.root, config.kubernetes_manifests) if config.processes is None else None
+        runtime_modules = {relpath: module_name_for(relpath)[0] for relpath, _ in declared}
         for relpath, fact in sorted(declared, key=lambda item: (item[0], item[1].line)):
             where = f"{relpath}:{fact.line}"
+            processes = runtime_processes(relpath, runtime_modules, deployments, config)
             # A deployment's [tool.corral] max_conns stands in for a pool size the code reads at run time.
             problems = [
                 (value.path, value.line, value.reason)
@@ -264,6 +394,16 @@ class ConnectionBudgetCheck(ProjectCheck):
                 RUNTIME_DEFAULTS["max_conns"] if fact.max_conns is None else fact.max_conns
             )
             reserve = config.reserve if fact.reserve is None else fact.reserve
+            if config.max_conns:
+                max_conns_from = "[tool.corral] max_conns"
+            else:
+                max_conns_from = where if fact.max_conns is not None else "the Runtime's default"
+            reserve_from = where if fact.reserve is not None else "[tool.corral] reserve (default 0.5)"
+            sources = {
+                "processes": processes.origin,
+                "max_conns": f"max_conns {max_conns:g} from {max_conns_from}",
+                "reserve": f"reserve {reserve:g} from {reserve_from}",
+            }
             for label, value in (*queues, ("relay", relay), ("max_conns", max_conns)):
                 minimum = 0 if label == "relay" else 1
                 if value != int(value) or value < minimum:
@@ -274,14 +414,20 @@ class ConnectionBudgetCheck(ProjectCheck):
             for path, line, reason in problems:
                 message = f"{reason}; the connection budget of the runtime at {where} cannot be proven"
                 findings.append(Finding(path, line, 1, unproven, f"{message}: use literals or module-level constants"))
-            entry: dict[str, Any] = {"path": relpath, "line": fact.line, "ok": None, "problems": len(problems)}
-            if not problems:
+            for path, line, reason in processes.problems:
+                message = f"{reason}; the processes of the runtime at {where} cannot be counted, so its budget"
+                hint = "state the count as a number, or set processes in [tool.corral]"
+                findings.append(Finding(path, line, 1, unproven, f"{message} cannot be proven: {hint}"))
+            problem_count = len(problems) + len(processes.problems)
+            entry: dict[str, Any] = {"path": relpath, "line": fact.line, "ok": None, "problems": problem_count}
+            if not problem_count:
+                assert processes.total is not None
                 budget = compute_budget(
                     [(name, int(workers)) for name, workers in queues],
                     relay=int(relay),
                     max_conns=int(max_conns),
                     reserve=reserve,
-                    processes=config.processes,
+                    processes=processes.total,
                 )
                 entry.update(
                     queues=[{"name": name, "workers": workers} for name, workers in budget.queues],
@@ -293,15 +439,231 @@ class ConnectionBudgetCheck(ProjectCheck):
                     limit=budget.limit,
                     ok=budget.ok,
                     arithmetic=budget.describe(),
+                    sources=sources,
                 )
                 if not budget.ok:
                     message = (
                         f"workers could drain the database pool: {budget.describe()}; "
-                        "lower max_workers or raise max_conns"
+                        f"lower max_workers or raise max_conns ({processes.origin})"
                     )
                     findings.append(Finding(relpath, fact.line, fact.col, ConnectionBudget.OVER_BUDGET, message))
             entries.append(entry)
         return findings
+
+
+class CeleryWorkers(NamedTuple):
+    """One term of the Celery budget: a worker's concurrency and processes, and where each came from."""
+
+    concurrency: int
+    concurrency_from: str
+    processes: int
+    processes_from: str
+
+
+class CeleryBudgetCheck(ProjectCheck):
+    """The Celery half: Celery's worker children against the database when Django keeps their connections
+    open. Each child (of the prefork pool, or each thread or greenlet of the others) keeps one connection
+    to the `default` database between tasks when `CONN_MAX_AGE` is not 0, so the workers hold
+    `concurrency x processes` connections, summed over every compose service or Kubernetes container
+    running `celery worker`, against the database's `max_conns` from `[tool.corral]` x `reserve`.
+
+    Checked only when all it needs is declared: `max_conns` in `[tool.corral]`, a non-zero (or None)
+    `CONN_MAX_AGE` in a settings module, and a worker concurrency (`-c N` / `--concurrency N` on the
+    worker's command, else `CELERY_WORKER_CONCURRENCY`, `app.conf.worker_concurrency` or
+    `app.conf.update(worker_concurrency=N)`; with no deployment file running `celery worker`, one process).
+    With `CONN_MAX_AGE = 0` (Django's default) a child holds a connection only while its task queries,
+    which the gate cannot bound: nothing is reported. A worker without a concurrency (Celery's default is
+    the host's CPU count), settings modules that disagree, or a value the gate cannot read is CRL302."""
+
+    rule = ConnectionBudget
+    fact = DatabaseSetting
+
+    def run(self, facts_by_file: FactsByFile, config: Config, reports: dict[str, Any]) -> list[Finding]:
+        settings = sorted(recorded(DatabaseSetting, facts_by_file), key=lambda item: (item[0], item[1].line))
+        ages = [(relpath, fact) for relpath, fact in settings if fact.setting == "CONN_MAX_AGE"]
+        concurrencies = [(relpath, fact) for relpath, fact in settings if fact.setting == celery.CONCURRENCY]
+        if config.max_conns is None or not ages:
+            return []
+        program = celery.WORKER_PROGRAM
+        deployments = read_deployments(config.root, config.kubernetes_manifests, frozenset({program}))
+        services = [worker for worker in deployments.workers if worker.command.program == program]
+        if not services and not concurrencies:
+            return []
+        problems = [
+            (relpath, fact.line, f"{fact.setting}: {fact.unresolved}") for relpath, fact in settings if fact.unresolved
+        ]
+        age = _agreed(ages, problems)
+        if age is not None and age[1].value == 0 and all(fact.unresolved is None for _, fact in ages):
+            return []  # connections closed after each task: not bounded statically
+        setting = _agreed(concurrencies, problems)
+        if setting is not None and (
+            setting[1].value is None or setting[1].value != int(setting[1].value) or setting[1].value < 1
+        ):
+            shown = f"must be a whole number >= 1, got {_number(setting[1].value)}"
+            problems.append((setting[0], setting[1].line, f"{setting[1].setting} {shown}"))
+            setting = None
+        terms: list[CeleryWorkers] = []
+        for service in services:
+            where = f"from {service.path}:{service.line} ({service.origin})"
+            concurrency = celery.worker_concurrency(service.command.arguments)
+            if isinstance(concurrency, str):
+                path, _, line = service.command_at.rpartition(":")
+                problems.append((path, int(line), f"{service.origin}: its {program} worker command has {concurrency}"))
+            elif concurrency is not None:
+                terms.append(CeleryWorkers(concurrency, "from --concurrency on its command", service.processes, where))
+            elif setting is not None and setting[1].value is not None:
+                origin = f"from {celery.CONCURRENCY} at {setting[0]}:{setting[1].line}"
+                terms.append(CeleryWorkers(int(setting[1].value), origin, service.processes, where))
+            elif not concurrencies:  # else a settings module's unreadable or disagreeing value is the problem
+                reason = f"{service.origin} runs {program} worker with no --concurrency and no worker_concurrency"
+                problems.append((service.path, service.line, f"{reason}: {celery.DEFAULT_CONCURRENCY}"))
+        if not services and setting is not None and setting[1].value is not None:
+            origin = f"from {celery.CONCURRENCY} at {setting[0]}:{setting[1].line}"
+            terms.append(CeleryWorkers(int(setting[1].value), origin, 1, f"(no deployment file runs {program} worker)"))
+        problems += [
+            (value.path, value.line, value.reason)
+            for value in deployments.unreadable
+            if value.command is None or value.command.program == program
+        ]
+        return self._report(problems, age or ages[0], terms, config, reports)
+
+    def _report(
+        self,
+        problems: list[tuple[str, int, str]],
+        age: tuple[str, DatabaseSetting],
+        terms: list[CeleryWorkers],
+        config: Config,
+        reports: dict[str, Any],
+    ) -> list[Finding]:
+        """The findings and the budget entry."""
+        relpath, setting = age
+        where = f"{relpath}:{setting.line}"
+        findings = []
+        for path, line, reason in problems:
+            message = f"{reason}; the connections of the {celery.WORKERS} against max_conns cannot be counted"
+            findings.append(
+                Finding(path, line, 1, ConnectionBudget.UNPROVEN, f"{message}: state the value as a number")
+            )
+        entry: dict[str, Any] = {"kind": celery.WORKER_PROGRAM, "path": relpath, "line": setting.line, "ok": None}
+        entry["problems"] = len(problems)
+        if terms and not problems:
+            from corral.runtime.budget import compute_budget
+
+            assert config.max_conns is not None  # the check runs only against a configured max_conns
+            # The runtime's arithmetic, each worker's connections as one term (a worker scaled to 0 adds none).
+            budget = compute_budget(
+                [
+                    (f"{celery.WORKER_PROGRAM} {index}", term.concurrency * term.processes)
+                    for index, term in enumerate(terms)
+                    if term.processes
+                ],
+                relay=0,
+                max_conns=config.max_conns,
+                reserve=config.reserve,
+            )
+            total, limit = budget.total, budget.limit
+            summed = " + ".join(f"concurrency {term.concurrency} x processes {term.processes}" for term in terms)
+            relation = "<=" if budget.ok else ">"
+            arithmetic = (
+                f"{summed} = {total} {relation} {limit} (max_conns {config.max_conns} x reserve {config.reserve:g})"
+            )
+            kept = "for ever" if setting.value is None else f"{setting.value:g} s"
+            sources = [
+                f"concurrency {term.concurrency} {term.concurrency_from}; "
+                f"processes {term.processes} {term.processes_from}"
+                for term in terms
+            ]
+            sources.append(f"CONN_MAX_AGE {kept} at {where}: each worker child keeps its connection")
+            entry.update(terms=[term._asdict() for term in terms], total=total, limit=limit, ok=budget.ok)
+            entry.update(max_conns=config.max_conns, reserve=config.reserve, arithmetic=arithmetic, sources=sources)
+            if not budget.ok:
+                message = (
+                    f"{celery.WORKERS} could hold more database connections than their share: {arithmetic}; "
+                    f"Django keeps each worker child's connection open (CONN_MAX_AGE {kept}): lower the "
+                    f"concurrency or the processes, or raise max_conns ({'; '.join(sources[:-1])})"
+                )
+                findings.append(Finding(relpath, setting.line, setting.col, ConnectionBudget.OVER_BUDGET, message))
+        if terms or problems:
+            reports.setdefault(ConnectionBudgetCheck.REPORT, []).append(entry)
+        return findings
+
+
+def _agreed(
+    settings: list[tuple[str, DatabaseSetting]], problems: list[tuple[str, int, str]]
+) -> tuple[str, DatabaseSetting] | None:
+    """The one value several settings modules give a setting (None: none readable, or they disagree, which
+    is a problem: the gate cannot tell which settings module the workers run with)."""
+    readable = [(relpath, fact) for relpath, fact in settings if fact.unresolved is None]
+    if len({fact.value for _, fact in readable}) > 1:
+        shown = ", ".join(f"{_number(fact.value)} at {relpath}:{fact.line}" for relpath, fact in readable)
+        relpath, fact = readable[0]
+        problems.append((relpath, fact.line, f"settings modules disagree on {fact.setting} ({shown})"))
+        return None
+    return readable[0] if readable else None
+
+
+def _number(value: float | None) -> str:
+    return "None" if value is None else f"{value:g}"
+
+
+class Processes(NamedTuple):
+    """How many processes run one runtime, where that count comes from (`processes 3 from compose.yml:13
+    (service worker, deploy.replicas)`), and why it cannot be counted (None then)."""
+
+    total: int | None
+    origin: str
+    problems: tuple[tuple[str, int, str], ...] = ()
+
+
+def runtime_processes(
+    relpath: str, runtime_modules: dict[str, str], deployments: Deployments | None, config: Config
+) -> Processes:
+    """The processes of the runtime declared in `relpath`: `[tool.corral] processes` when set; else the sum
+    over every compose service and Kubernetes container running `corral worker` on it; else gunicorn's
+    `workers` (no worker command runs it, so it runs in the web server's processes); else 1."""
+    if config.processes is not None:
+        origin = f"processes {config.processes} from [tool.corral] processes (set: wins over the deployment files)"
+        return Processes(config.processes, origin)
+    assert deployments is not None  # read whenever the config leaves the count to them
+    module = runtime_modules[relpath]
+
+    def runs_it(command: WorkerCommand | None) -> bool:
+        # A file the gate could not read may run any worker; with one runtime in the project every corral
+        # worker command runs it; else the command must name its module.
+        if command is None:
+            return True
+        named = command.target.partition(":")[0]
+        return command.program == "corral" and (len(runtime_modules) == 1 or named_module(named, module))
+
+    problems = [(value.path, value.line, value.reason) for value in deployments.unreadable if runs_it(value.command)]
+    others = set(runtime_modules.values())
+    for worker in deployments.workers:
+        named = worker.command.target.partition(":")[0]
+        if worker.command.program == "corral" and len(others) > 1 and not any(named_module(named, m) for m in others):
+            target = worker.command.target
+            shown = f"corral worker {target}" if target else "corral worker without MODULE:RUNTIME"
+            reason = f"{worker.origin} runs {shown}, which names none of the modules declaring the project's runtimes"
+            problems.append((worker.path, worker.line, reason))
+    # A worker scaled to 0 runs no process.
+    mine = [worker for worker in deployments.workers if runs_it(worker.command) and worker.processes]
+    if problems:
+        return Processes(None, "processes cannot be counted", tuple(problems))
+    if mine:
+        terms = [f"{worker.processes} from {worker.path}:{worker.line} ({worker.origin})" for worker in mine]
+        total = sum(worker.processes for worker in mine)
+        return Processes(total, f"processes {terms[0] if len(terms) == 1 else f'{total} = ' + ' + '.join(terms)}")
+    web = deployments.web
+    if isinstance(web, UnreadableCount):
+        return Processes(None, "processes cannot be counted", ((web.path, web.line, web.reason),))
+    if web is not None:
+        origin = f"{web.path}:{web.line} (gunicorn workers; no deployment file runs corral worker on this runtime)"
+        return Processes(web.workers, f"processes {web.workers} from {origin}")
+    return Processes(1, "processes 1 (no deployment file declares how many run this runtime)")
+
+
+def named_module(named: str, module: str) -> bool:
+    """Whether a worker command's `MODULE` is `module` (also when the project keeps it below `src/`)."""
+    return bool(named) and (named == module or module.endswith(f".{named}"))
 
 
 def render_budget(entries: list[dict[str, Any]]) -> str:
@@ -311,6 +673,9 @@ def render_budget(entries: list[dict[str, Any]]) -> str:
     lines = []
     for entry in entries:
         where = f"{entry['path']}:{entry['line']}"
+        if entry.get("kind") == celery.WORKER_PROGRAM:
+            lines.extend(_render_celery(entry, where))
+            continue
         if entry["ok"] is None:
             unproven = ConnectionBudget.UNPROVEN
             lines.append(
@@ -321,5 +686,17 @@ def render_budget(entries: list[dict[str, Any]]) -> str:
         for queue in entry["queues"]:
             lines.append(f"  {queue['name']:<24} {queue['workers']:>5}")
         lines.append(f"  {'relay':<24} {entry['relay']:>5}")
+        lines.extend(f"  {source}" for source in entry["sources"].values())
         lines.append(f"  {entry['arithmetic']}")
     return "\n".join(lines) + "\n"
+
+
+def _render_celery(entry: dict[str, Any], where: str) -> list[str]:
+    title = f"budget of the {celery.WORKERS} (connections kept by {where})"
+    if entry["ok"] is None:
+        return [f"{title}: cannot be proven ({entry['problems']} unresolved value(s), see {ConnectionBudget.UNPROVEN})"]
+    return [
+        f"{title}: {'ok' if entry['ok'] else 'OVER'}",
+        *(f"  {source}" for source in entry["sources"]),
+        f"  {entry['arithmetic']}",
+    ]
