@@ -2,7 +2,10 @@
 
 The calls and clients come from `corral.gates.knowledge.network` (shared with CRL4); the job kinds and their
 timeouts from `corral.gates.frameworks`. A call judged here: its own `timeout=` if given, else its client's
-(constructed in the job's function or at module level), else the library's default. `requests`,
+(constructed in the job's function, at module level, or, for a client held as `self.<name>`, in the
+class: `self.http = httpx.Client(timeout=5)` in `__init__`), else the library's default. A client known
+only by an annotation (a parameter, a dataclass field `http: httpx.Client`) is not judged by its timeout,
+which the gate cannot see; its calls' own `timeout=` still is. `requests`,
 `urllib`, `urllib3`, `socket`, `http.client` and `smtplib` have none (the global socket default, unset
 by default); httpx defaults to 5 s; aiohttp to a total of 300 s. Without a timeout, or with one not
 shorter than the job's, it is a finding; a timeout the gate cannot read is CRL204.
@@ -96,9 +99,10 @@ class NetworkTimeouts(Rule):
         client_method = network.api not in CALLS and network.library not in SESSIONS_WITHOUT_TIMEOUT
         if expression is None and client_method and isinstance(func, ast.Attribute):
             # A client's method without its own timeout runs under the client's.
-            client = self._construction(func.value, scope)
-            if client is None:
+            constructed = self._construction(func.value, scope)
+            if constructed is None:
                 return  # a client not known by construction: nothing to judge it by
+            client, scope = constructed  # its timeout is read where it is constructed
             if id(client) in self.reported:
                 return
             where, label = client, ast.unparse(client.func)
@@ -128,18 +132,21 @@ class NetworkTimeouts(Rule):
                 f"of job {kind.name!r}",
             )
 
-    def _construction(self, node: ast.expr, scope: Scope) -> ast.Call | None:
+    def _construction(self, node: ast.expr, scope: Scope) -> tuple[ast.Call, Scope] | None:
+        """The call constructing the client `node` is, and the scope it is read in."""
         if isinstance(node, ast.Call):
-            return node
+            return node, scope
+        if isinstance(node, ast.Attribute):
+            return self.calls.attribute_construction(node, scope)
         if isinstance(node, ast.Name):
             own = self.calls.construction(node.id, scope)
             if own is not None:
-                return own
+                return own, scope
             located = self.values.definition(node, scope)
             if not isinstance(located, Unresolved) and located.values is self.values:
                 found = located.node
                 if isinstance(found, ast.Call) and self.values.dotted(found.func) in CLIENTS:
-                    return found
+                    return found, scope
         return None
 
     def _seconds(self, expression: ast.expr, scope: Scope) -> float | Unresolved | None:
