@@ -51,7 +51,11 @@ def test_fixtures(fixture: Path) -> None:
 
 # Projects whose findings come from other modules: a job decorator wrapped there, a spawner re-exported there,
 # used in files that never name the framework or the spawner's module.
-PROJECTS = [FIXTURES_ROOT / "crl2_projects" / "rq_wrappers", FIXTURES_ROOT / "crl1_projects" / "reexports"]
+PROJECTS = [
+    FIXTURES_ROOT / "crl2_projects" / "rq_wrappers",
+    FIXTURES_ROOT / "crl1_projects" / "reexports",
+    FIXTURES_ROOT / "crl4_projects" / "clients",
+]
 PROJECT_FILES = [(root, path) for root in PROJECTS for path in sorted(root.rglob("*.py"))]
 
 
