@@ -270,7 +270,7 @@ class ProjectFunctions:
             elements = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
             if wrapper in _UNION_ANNOTATIONS:
                 return self._union(self._annotation(element, scope, module) for element in elements)
-            if wrapper in _WRAPPING_ANNOTATIONS:
+            if wrapper in _WRAPPING_ANNOTATIONS and elements:
                 return self._annotation(elements[0], scope, module)
             return None
         if isinstance(node, (ast.Name, ast.Attribute)):
