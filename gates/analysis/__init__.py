@@ -1,1 +1,2 @@
-"""Static analysis every rule shares: the scope model and name resolution, static values, project modules."""
+"""Static analysis every rule shares: the scope model and name resolution, static values, project modules
+and the calls between their functions and classes."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 import ast
 import builtins
 from collections.abc import Container, Iterator, Mapping
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 LOOP = "<loop>"
 LOCAL = "<local>"
@@ -233,6 +233,17 @@ def lookup_in(table: Mapping[Scope, Mapping[str, list[_T]]], name: str, scope: S
 
 
 ScopeNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+class AttributeSite(NamedTuple):
+    """One binding of `self.<name>` in a method: the value assigned (None when it is unpacked or only
+    annotated), the annotation if any, and the method's scope (where both are read)."""
+
+    value: ast.expr | None
+    annotation: ast.expr | None
+    scope: Scope
+
+
 Comprehension = ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp
 ExpressionScopeNode = ast.Lambda | Comprehension
 
@@ -246,8 +257,12 @@ class ModuleNames:
         self.root = Scope(parent=None)
         self.scopes: dict[ScopeNode, Scope] = {}
         self._expression_scopes: dict[ExpressionScopeNode, Scope] = {}
-        # Each class's methods with an instance parameter, until `_instance_attribute` first reads them.
+        # Each class's methods with an instance parameter; what they assign to it is read on first need.
         self._methods: dict[Scope, list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, Scope]]] = {}
+        self._instance_sites: dict[Scope, dict[str, list[AttributeSite]]] = {}
+        # Each class body's annotations without a value (`http: httpx.Client`, a dataclass field): they
+        # bind no name, yet declare what the instances' attribute holds.
+        self.class_annotations: dict[Scope, dict[str, ast.AnnAssign]] = {}
         self._collect(tree.body, self.root)
 
     def scope_of(self, node: ScopeNode) -> Scope:
@@ -309,19 +324,44 @@ class ModuleNames:
 
     def _instance_attribute(self, node: ast.Attribute, scope: Scope) -> list[str]:
         """`self.<name>` in a method: what the class's methods assign to it, or its class-body binding."""
-        if not isinstance(node.value, ast.Name):
+        cls = self.instance_class(node.value, scope)
+        if cls is None:
             return []
-        binder = scope.binder(node.value.id)
-        if binder is None or binder.instance is None or binder.instance[0] != node.value.id:
-            return []
-        if binder.targets(node.value.id):
-            return []  # the instance parameter rebound to something else
-        cls = binder.instance[1]
-        pending = self._methods.pop(cls, None)
-        for method, method_scope in pending or ():
-            self._collect_instance_attributes(method, method_scope, cls)
-        assigned = cls.attributes.get(node.attr, []) if cls.attributes is not None else []
-        return list(dict.fromkeys([*assigned, *cls.targets(node.attr)]))
+        if cls.attributes is None:
+            cls.attributes = {
+                name: list(dict.fromkeys(known for site in sites for known in self._site_targets(site)))
+                for name, sites in self.instance_attributes(cls).items()
+            }
+        return list(dict.fromkeys([*cls.attributes.get(node.attr, []), *cls.targets(node.attr)]))
+
+    @staticmethod
+    def instance_class(node: ast.expr, scope: Scope) -> Scope | None:
+        """The body of the class whose instance (or, in a class method, the class) `node` is: the first
+        parameter of a method, not rebound; None for anything else."""
+        if not isinstance(node, ast.Name):
+            return None
+        binder = scope.binder(node.id)
+        if binder is None or binder.instance is None or binder.instance[0] != node.id:
+            return None
+        if binder.targets(node.id) or len(binder.sites_of(node.id)) > 1:
+            return None  # the instance parameter rebound to something else
+        return binder.instance[1]
+
+    def _site_targets(self, site: AttributeSite) -> list[str]:
+        known = self.resolve_all(site.value, site.scope) if site.value is not None else []
+        if site.annotation is not None and self._names_loop_type(site.annotation, site.scope):
+            known = [*known, LOOP]
+        return known
+
+    def instance_attributes(self, cls: Scope) -> dict[str, list[AttributeSite]]:
+        """What the methods of the class whose body is `cls` assign to attributes of their instance
+        parameter (`self.http = httpx.Client()`), by attribute, in source order; read on first need."""
+        known = self._instance_sites.get(cls)
+        if known is None:
+            known = self._instance_sites[cls] = {}
+            for method, scope in self._methods.get(cls, ()):
+                self._collect_instance_attributes(method, scope, known)
+        return known
 
     def absolute_module(self, level: int, module: str | None) -> str:
         """The module a `from ... import` names, with relative levels resolved against this module."""
@@ -358,6 +398,8 @@ class ModuleNames:
                 self._bind_assignment(statement, [statement.target], statement.value, scope)
             if isinstance(statement.target, ast.Name) and self._names_loop_type(statement.annotation, scope):
                 scope.bind(statement.target.id, LOOP, statement)
+            if statement.value is None and scope.is_class and isinstance(statement.target, ast.Name):
+                self.class_annotations.setdefault(scope, {})[statement.target.id] = statement
         elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
             scope.bind(statement.name, LOCAL, statement)
             inner = Scope(parent=scope)
@@ -409,9 +451,9 @@ class ModuleNames:
             self._methods.setdefault(cls, []).append((method, scope))
 
     def _collect_instance_attributes(
-        self, method: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, cls: Scope
+        self, method: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, found: dict[str, list[AttributeSite]]
     ) -> None:
-        """What a method assigns to `self.<name>` (its first parameter's attributes), for `_instance_attribute`."""
+        """What a method assigns to `self.<name>` (its first parameter's attributes), for `instance_attributes`."""
         assert scope.instance is not None
         instance = scope.instance[0]
         for node in ast.walk(method):
@@ -424,16 +466,17 @@ class ModuleNames:
                 continue
             for target in targets:
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
-                    if target.value.id != instance:
-                        continue
-                    known = self.resolve_all(value, scope) if value is not None else []
-                    if annotation is not None and self._names_loop_type(annotation, scope):
-                        known = [*known, LOOP]
-                    if known:
-                        if cls.attributes is None:
-                            cls.attributes = {}
-                        slot = cls.attributes.setdefault(target.attr, [])
-                        slot.extend(name for name in known if name not in slot)
+                    if target.value.id == instance:
+                        found.setdefault(target.attr, []).append(AttributeSite(value, annotation, scope))
+                elif isinstance(target, (ast.Tuple, ast.List)):
+                    # Unpacked: the attribute is bound, to no value that can be read on its own.
+                    for element in ast.walk(target):
+                        if (
+                            isinstance(element, ast.Attribute)
+                            and isinstance(element.value, ast.Name)
+                            and element.value.id == instance
+                        ):
+                            found.setdefault(element.attr, []).append(AttributeSite(None, None, scope))
 
     def _names_loop_type(self, annotation: ast.expr, scope: Scope) -> bool:
         if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):

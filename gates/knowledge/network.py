@@ -15,7 +15,14 @@ CRL2: not without a timeout inside a job). Two kinds of knowledge live here:
 variable annotated `httpx.AsyncClient`, `Optional[...]`, `"..."`), walking the module with the scopes of
 `corral.gates.analysis.names` and reading the index through its lexical rule (`lookup_in`). Like the
 names, the index is flow-insensitive within a scope: a name bound to a client anywhere in a scope is a
-client throughout, so rebinding cannot hide one. Attributes (`self.session`) are not tracked.
+client throughout, so rebinding cannot hide one.
+
+Clients held as attributes are known the same way, through the class of the method they are used in:
+`self.http` is a client when the class's methods assign one to it (`self.http = httpx.Client(timeout=5)`,
+or an annotation `self.http: httpx.Client = ...`), or its body binds or annotates one (a class attribute
+`http = requests.Session()`, a dataclass or attrs field `http: httpx.Client`). Only the class's own body
+and methods count: an attribute a base class assigns, or one of an object other than `self`/`cls`, is not
+tracked here (`corral.gates.analysis.project` follows calls to project classes' methods instead).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from collections.abc import Iterator
 from functools import cached_property
 from typing import NamedTuple
 
-from corral.gates.analysis.names import ModuleNames, Scope, arguments_of, lookup_in
+from corral.gates.analysis.names import AttributeSite, ModuleNames, Scope, arguments_of, lookup_in
 from corral.gates.analysis.scoped import scoped_nodes
 from corral.gates.source.prefilter import RELATIVE_IMPORT, WORD, Lines, Source, starts_word
 
@@ -254,6 +261,9 @@ def _relative_may_reach(source: Source) -> bool:
     return False
 
 
+# A client an attribute holds: its kind, the call constructing it (None: an annotation), the binding's scope.
+_HeldClient = tuple[ClientKind, ast.Call | None, Scope]
+
 # Every dotted name a client class can be reached through (`httpx`, `httpx.Client`, `http.client`, ...).
 _CLIENT_PREFIXES = frozenset(
     ".".join(name.split(".")[:cut]) for name in CLIENTS for cut in range(1, name.count(".") + 2)
@@ -266,6 +276,7 @@ class NetworkCalls:
     def __init__(self, tree: ast.Module, names: ModuleNames) -> None:
         self.names = names
         self.tree = tree
+        self._attributes: dict[tuple[Scope, str], list[_HeldClient]] = {}
 
     @cached_property
     def clients(self) -> dict[Scope, dict[str, list[ClientKind]]]:
@@ -323,11 +334,51 @@ class NetworkCalls:
         return None
 
     def client_kinds(self, node: ast.expr, scope: Scope) -> list[ClientKind]:
-        """The kinds of client `node` may be: a name bound to one, or a client constructed in place."""
+        """The kinds of client `node` may be: a name bound to one, an attribute of `self` the class binds
+        to one, or a client constructed in place."""
         if isinstance(node, ast.Name):
             return lookup_in(self.clients, node.id, scope)
+        if isinstance(node, ast.Attribute):
+            return list(dict.fromkeys(kind for kind, _, _ in self._attribute_clients(node, scope)))
         kind = self._constructed(node, scope)
         return [kind] if kind is not None else []
+
+    def attribute_construction(self, node: ast.Attribute, scope: Scope) -> tuple[ast.Call, Scope] | None:
+        """The first construction (in source order) of the client `self.<name>` holds, and the scope it is
+        made in (where its timeout is read); None when the class only annotates it, or it is no client."""
+        return next(((made, where) for _, made, where in self._attribute_clients(node, scope) if made), None)
+
+    def _attribute_clients(self, node: ast.Attribute, scope: Scope) -> list[_HeldClient]:
+        """The clients the class binds `self.<name>` to, in source order, each with the call constructing
+        it (None for an annotation) and the scope of that binding."""
+        cls = self.names.instance_class(node.value, scope)
+        if cls is None:
+            return []
+        key = (cls, node.attr)
+        known = self._attributes.get(key)
+        if known is None:
+            found: list[tuple[int, _HeldClient]] = []
+            sites = [
+                *self.names.instance_attributes(cls).get(node.attr, []),
+                *(
+                    AttributeSite(site.value, site.annotation if isinstance(site, ast.AnnAssign) else None, cls)
+                    for site in cls.sites_of(node.attr)
+                    if isinstance(site, (ast.Assign, ast.AnnAssign))
+                ),
+            ]
+            declared = self.names.class_annotations.get(cls, {}).get(node.attr)
+            if declared is not None:
+                sites.append(AttributeSite(None, declared.annotation, cls))
+            for site in sites:
+                made = site.value if isinstance(site.value, ast.Call) else None
+                kind = self._constructed(made, site.scope) if made is not None else None
+                if made is not None and kind is not None:
+                    found.append((made.lineno, (kind, made, site.scope)))
+                kind = self._annotated(site.annotation, site.scope) if site.annotation is not None else None
+                if site.annotation is not None and kind is not None:
+                    found.append((site.annotation.lineno, (kind, None, site.scope)))
+            known = self._attributes[key] = [held for _, held in sorted(found, key=_first)]
+        return known
 
     # -- the index -----------------------------------------------------------------------------
 
@@ -373,6 +424,10 @@ class NetworkCalls:
                 if kind is not None:
                     return kind
         return None
+
+
+def _first(found: tuple[int, _HeldClient]) -> int:
+    return found[0]
 
 
 def _timeout(call: ast.Call, position: int | None) -> ast.expr | None:

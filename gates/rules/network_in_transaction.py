@@ -10,10 +10,13 @@ decorated with one of those (`@transaction.atomic`, `@db.atomic()`). Items after
 same `with` are inside it. Network calls are what `corral.gates.knowledge.network` classifies.
 
 Calls made inside a scope are followed to the bodies they run: functions and lambdas defined in the same
-enclosing function, module-level functions of the same module, methods called on `self`/`cls` in their own
-class, and functions imported from other project modules (re-exports included), transitively with cycles
-cut (`corral.gates.analysis.project` says which calls, `corral.gates.knowledge.network_reach` walks them).
-The finding is at the call and names the chain. Calls through objects of unknown type are not followed,
+enclosing function, module-level functions of the same module, functions imported from other project
+modules (re-exports included), methods of project classes (inherited ones too) called on `self`/`cls`, on
+the class, or on an instance the gate can type (constructed or annotated in scope, held as an attribute the
+class assigns or annotates, a module-level instance), a class's `__init__` when it is called, and a
+`functools.partial` of any of these, transitively with cycles cut (`corral.gates.analysis.project` says
+which calls, `corral.gates.knowledge.network_reach` walks them). The finding is at the call and names the
+chain (`Mailer.send() -> smtplib.SMTP (app/mail.py:14)`). Calls through objects of unknown type are not followed,
 and a transaction opened without a `with` (`session.begin()` as a statement, autobegin, ATOMIC_REQUESTS) is
 not seen. Functions and lambdas defined but not called, and callables handed on
 (`transaction.on_commit(lambda: ...)`), run later: not inside.

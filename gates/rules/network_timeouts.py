@@ -2,7 +2,10 @@
 
 The calls and clients come from `corral.gates.knowledge.network` (shared with CRL4); the job kinds and their
 timeouts from `corral.gates.frameworks`. A call judged here: its own `timeout=` if given, else its client's
-(constructed in the function or at module level), else the library's default. `requests`,
+(constructed in the job's function, at module level, or, for a client held as `self.<name>`, in the
+class: `self.http = httpx.Client(timeout=5)` in `__init__`), else the library's default. A client known
+only by an annotation (a parameter, a dataclass field `http: httpx.Client`) is not judged by its timeout,
+which the gate cannot see; its calls' own `timeout=` still is. `requests`,
 `urllib`, `urllib3`, `socket`, `http.client` and `smtplib` have none (the global socket default, unset
 by default); httpx defaults to 5 s; aiohttp to a total of 300 s. Without a timeout, or with one not
 shorter than the job's, it is a finding; a timeout the gate cannot read is CRL204.
@@ -232,6 +235,10 @@ class NetworkTimeouts(Rule):
         """The call that built the client `node` names, and where its arguments are read."""
         if isinstance(node, ast.Call):
             return node, place
+        if isinstance(node, ast.Attribute):
+            # `self.http`: built by the class, its arguments read in the method that builds it.
+            held = place.network.attribute_construction(node, place.scope)
+            return None if held is None else (held[0], place._replace(scope=held[1], path=()))
         if isinstance(node, ast.Name):
             own = place.network.construction(node.id, place.scope)
             if own is not None:
@@ -363,17 +370,21 @@ class NetworkTimeouts(Rule):
         """Whether the call passes the method's first parameter itself: a method called on an instance or
         a class method (not a function called through its class by name)."""
         callee = hop.callee
-        owner = self.reach.functions.methods(callee.module).by_scope.get(callee.module.names.scope_of(callee.function))
+        names = callee.module.names
+        body = names.scope_of(callee.function).parent
+        owner = next(
+            (node for node, scope in names.scopes.items() if scope is body and isinstance(node, ast.ClassDef)), None
+        )
         if owner is None:
+            return False
+        decorators = {item.id for item in callee.function.decorator_list if isinstance(item, ast.Name)}
+        if "staticmethod" in decorators:
             return False
         func = hop.call.func
         through_class = (
-            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == owner[0].name
+            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == owner.name
         )
-        classmethod = any(
-            isinstance(item, ast.Name) and item.id == "classmethod" for item in callee.function.decorator_list
-        )
-        return classmethod or not through_class
+        return "classmethod" in decorators or not through_class
 
 
 class _Place(NamedTuple):

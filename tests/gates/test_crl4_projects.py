@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 from conftest import run_corral
-from corral.gates.analysis.project import may_bind_function
+from corral.gates.analysis.project import may_bind_function, may_bind_value
 from expectations import FIXTURES
 
 PROJECTS = FIXTURES / "crl4_projects"
+CLIENTS = PROJECTS / "clients"
 ADVICE = "inside transaction.atomic(); make the call after commit (transaction.on_commit) or outside the transaction"
 
 
@@ -104,3 +105,70 @@ def test_a_module_read_without_a_parse_is_a_dependency_too(project) -> None:
 )
 def test_a_module_is_parsed_when_its_bytes_may_bind_the_function(data: bytes, may: bool) -> None:
     assert may_bind_function(data, "notify") is may
+
+
+@pytest.mark.parametrize(
+    ("data", "may"),
+    [
+        (b"class notify(Exception):\n", True),
+        (b"notify = partial(send)\n", True),
+        (b"    notify: Mailer\n", True),
+        (b"notify == 1\n", False),
+        (b"renotify = 1\nnotify_all = 2\n", False),
+    ],
+)
+def test_a_module_is_parsed_when_its_bytes_may_bind_a_class_or_value(data: bytes, may: bool) -> None:
+    assert may_bind_value(data, "notify") is may
+
+
+SENDER = "Sender.connect() -> smtplib.SMTP (app/base.py:11)"
+PARTNER = "Partner.notify() -> httpx.Client.post (app/partners.py:13)"
+
+
+def test_methods_of_project_classes_are_followed_across_modules(tmp_path: Path) -> None:
+    """Instances constructed, annotated, held as attributes or at module level, base classes in another
+    module, partials: each finding names its chain; the calls of `stays_clean` are not findings."""
+    root = tmp_path / "clients"
+    shutil.copytree(CLIENTS, root)
+    assert findings(root, "--no-cache") == [
+        f"app/views.py:17:9: CRL401 Mailer.send() -> {SENDER} {ADVICE}",
+        f"app/views.py:22:9: CRL401 Mailer.send() -> {SENDER} {ADVICE}",
+        f"app/views.py:23:9: CRL401 {PARTNER} {ADVICE}",
+        f"app/views.py:28:9: CRL401 {SENDER} {ADVICE}",
+        f"app/views.py:29:9: CRL401 {PARTNER} {ADVICE}",
+        f"app/views.py:34:9: CRL401 notify() -> {PARTNER} {ADVICE}",
+        f"app/views.py:43:9: CRL401 Mailer.send() -> {SENDER} "
+        + ADVICE.replace("transaction.atomic()", "@transaction.atomic"),
+    ]
+
+
+def test_flake8_follows_project_classes_as_the_command_does(tmp_path: Path) -> None:
+    root = tmp_path / "clients"
+    shutil.copytree(CLIENTS, root)
+    flake8 = Path(sys.executable).parent / "flake8"
+    completed = subprocess.run(
+        [str(flake8), "--isolated", "--select", "CRL", "app/views.py"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 1, completed.stderr
+    assert completed.stdout.splitlines() == findings(root, "--no-cache")
+
+
+def test_a_cached_result_follows_the_base_class_it_inherited_from(tmp_path: Path) -> None:
+    root = tmp_path / "clients"
+    shutil.copytree(CLIENTS, root)
+    reached = [line.split(" CRL401 ")[1].split(" inside ")[0] for line in findings(root)]
+    assert reached.count("Mailer.send() -> Sender.connect() -> smtplib.SMTP (app/base.py:11)") == 3
+    assert len(reached) == 7
+    base = root / "app" / "base.py"
+    # The base class two modules away stops connecting: the subclass's callers are clean, the rest stays.
+    base.write_text(base.read_text().replace("return smtplib.SMTP(self.host, timeout=10)", "return self.host"))
+    reached = [line.split(" CRL401 ")[1].split(" inside ")[0] for line in findings(root)]
+    assert reached == [
+        "Partner.notify() -> httpx.Client.post (app/partners.py:13)",
+        "Partner.notify() -> httpx.Client.post (app/partners.py:13)",
+        "notify() -> Partner.notify() -> httpx.Client.post (app/partners.py:13)",
+    ]

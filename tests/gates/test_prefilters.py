@@ -57,6 +57,7 @@ PROJECTS = [
     FIXTURES_ROOT / "crl2_projects" / "rq_wrappers",
     FIXTURES_ROOT / "crl2_projects" / "helpers",
     FIXTURES_ROOT / "crl1_projects" / "reexports",
+    FIXTURES_ROOT / "crl4_projects" / "clients",
 ]
 PROJECT_FILES = [(root, path) for root in PROJECTS for path in sorted(root.rglob("*.py"))]
 
