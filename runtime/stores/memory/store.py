@@ -72,6 +72,7 @@ class _Job:
     result_json: str | None = None
     last_error: str | None = None
     last_traceback: str | None = None
+    crashes: int = 0
 
 
 @dataclass
@@ -226,6 +227,7 @@ class MemoryStore:
                     token=job.claims,
                     enqueued_at=job.enqueued_at,
                     run_at=job.run_at,
+                    crashes=job.crashes,
                 )
             )
         for entry in key_busy:
@@ -255,7 +257,16 @@ class MemoryStore:
             job.finished_at = now
             self._unlease(job)
 
-    async def fail(self, job_id: int, token: int, *, error: str, traceback: str | None, retry_at: float | None) -> None:
+    async def fail(
+        self,
+        job_id: int,
+        token: int,
+        *,
+        error: str,
+        traceback: str | None,
+        retry_at: float | None,
+        crashed: bool = False,
+    ) -> None:
         now = await self._begin()
         job = self._held(job_id, token)
         if job is None:
@@ -266,6 +277,7 @@ class MemoryStore:
         job.last_error = error
         job.last_traceback = traceback
         job.finished_at = now if final else None
+        job.crashes += int(crashed)
         self._unlease(job)
         if not final:
             self._make_runnable(job)

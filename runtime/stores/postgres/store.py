@@ -419,7 +419,16 @@ class PostgresStore:
         except (psycopg.DataError, UnicodeEncodeError) as exc:
             raise UnstorableJson(f"was refused by the PostgreSQL store: {exc}") from exc
 
-    async def fail(self, job_id: int, token: int, *, error: str, traceback: str | None, retry_at: float | None) -> None:
+    async def fail(
+        self,
+        job_id: int,
+        token: int,
+        *,
+        error: str,
+        traceback: str | None,
+        retry_at: float | None,
+        crashed: bool = False,
+    ) -> None:
         self._leased_by_claim.discard(attempt_holder(job_id, token))
         final = retry_at is None
         delay = 0.0 if retry_at is None else retry_at - self._clock()
@@ -432,6 +441,7 @@ class PostgresStore:
                     error,
                     traceback,
                     final,
+                    int(crashed),
                     job_id,
                     token,
                     self.channel,
