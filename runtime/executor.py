@@ -214,6 +214,16 @@ class JobExecutor:
 
     async def _run(self, attempt: _Attempt) -> None:
         job, kind = attempt.job, attempt.kind
+        if job.crashes >= self._config.max_crashes:
+            # its worker was lost while it ran there alone, max_crashes times (counted by the rescue)
+            await self._settle_failure(
+                job,
+                f"the job crashed its worker process {job.crashes} times (max_crashes={self._config.max_crashes}): "
+                "each time its worker was lost while running it alone",
+                None,
+                final=True,
+            )
+            return
         if kind.isolation == PROCESS:
             await self._run_in_child(attempt)
             return

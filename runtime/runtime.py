@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from corral.runtime.budget import Budget, compute_budget
 from corral.runtime.completer import Completer
 from corral.runtime.config import RuntimeConfig
-from corral.runtime.declarations import PROCESS, JobKind, KindTable, Queue, declaring_queue
+from corral.runtime.declarations import IN_PROCESS, PROCESS, JobKind, KindTable, Queue, declaring_queue
 from corral.runtime.errors import (
     BudgetError,
     ConfigError,
@@ -187,6 +187,7 @@ class Runtime:
             stats=self.stats,
             wake_all=self._producers.wake_all,
             renew_in_flight=self._executor.renew_in_flight,
+            crash_kinds=lambda: [kind.name for kind in self._kinds.values() if kind.isolation == IN_PROCESS],
         )
         self._pruner = Pruner(store=self.store, config=config, lifecycle=self._lifecycle)
         self._periodic = PeriodicScheduler(
@@ -298,6 +299,7 @@ class Runtime:
         await self._cancel_all(self._relay_tasks)
         # 2. stop claiming
         self._lifecycle.enter(State.DRAINING)
+        self._pool.drain()  # a child killed from now on is not replaced
         self._producers.wake_all()
         await asyncio.gather(*self._claim_loops, return_exceptions=True)
         # 3. soft stop: let running jobs finish, up to grace

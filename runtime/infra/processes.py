@@ -276,6 +276,10 @@ class ProcessPool:
         for _ in range(self._size):
             self._idle.append(self._start_child())
 
+    def drain(self) -> None:
+        """Start no more children ahead: a child that ends from now on is not replaced (the shutdown)."""
+        self._size = 0
+
     def submit(self, request: Mapping[str, Any]) -> ProcessAttempt:
         """Hand ``request`` to an idle child (starting one when none is idle)."""
         if not self._running:

@@ -210,8 +210,9 @@ class Store(Protocol):
     async def release(self, job_id: int, token: int) -> None:
         """Put an interrupted job back to waiting at once without spending its attempt."""
 
-    async def rescue_expired(self) -> int:
-        """Make running jobs whose lease expired retryable (or failed when out of attempts)."""
+    async def rescue_expired(self, *, crash_kinds: Sequence[str] = ()) -> int:
+        """Make running jobs whose lease expired retryable (or failed when out of attempts). A job of one
+        of ``crash_kinds`` whose lost worker ran no other job has its crash count grow by one first."""
 
     async def acquire_key_lease(self, queue: str, key: str, *, holder: int, limit: int, seconds: float) -> bool:
         """Take one of ``limit`` lease slots of ``key`` for ``seconds``; False when all are held.

@@ -445,3 +445,37 @@ def test_children_die_with_a_sigkilled_worker_and_the_job_is_rescued(cli: Any, d
         second.wait(timeout=10)
     assert [attempt for _, attempt, _ in _read_starts(log)] == [1, 2]
     assert db.rows("SELECT state, attempt FROM corral_jobs") == [{"state": "done", "attempt": 2}]
+
+
+def test_an_in_process_job_that_takes_its_worker_down_alone_is_failed_after_max_crashes(
+    cli: Any, db: Backend, tmp_path: Path
+) -> None:
+    log = tmp_path / "log.txt"
+    cli.python(
+        "import asyncio, isolationapp\n"
+        "async def main():\n"
+        "    await isolationapp.runtime.start(queues=[])\n"
+        "    await isolationapp.runtime.enqueue('fragile.exit')\n"
+        "    await isolationapp.runtime.stop()\n"
+        "asyncio.run(main())\n"
+    )
+    crashed_workers = 0
+    while db.state_counts() != {"failed": 1}:
+        assert crashed_workers <= 3, "the job was not failed at its third crash"
+        worker = cli.start_worker("isolationapp:runtime", "--queues", "fragile", CORRAL_TEST_LOG=str(log))
+        try:
+            _wait_for(lambda w=worker: w.poll() is not None or db.state_counts() == {"failed": 1}, 30)
+        finally:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGTERM)
+                assert worker.wait(timeout=10) == 0
+            elif worker.returncode == 1:
+                crashed_workers += 1
+    assert crashed_workers == 3
+    (row,) = db.rows("SELECT state, attempt, crashes, last_error FROM corral_jobs")
+    assert (row["state"], row["attempt"], row["crashes"]) == ("failed", 4, 3)  # the 4th claim failed it unrun
+    assert row["last_error"] == (
+        "the job crashed its worker process 3 times (max_crashes=3): "
+        "each time its worker was lost while running it alone"
+    )
+    assert len(_read_starts(log)) == 3

@@ -16,6 +16,7 @@ import collections
 import heapq
 import itertools
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -299,13 +300,14 @@ class MemoryStore:
     async def release(self, job_id: int, token: int) -> None:
         await self._unclaim(job_id, token, 0.0)
 
-    async def rescue_expired(self) -> int:
+    async def rescue_expired(self, *, crash_kinds: Sequence[str] = ()) -> int:
         now = await self._begin()
-        expired = [
-            job
-            for job in map(self._jobs.__getitem__, self._running)
-            if job.lease_until is not None and job.lease_until < now
-        ]
+        running = [self._jobs[job_id] for job_id in self._running]
+        expired = [job for job in running if job.lease_until is not None and job.lease_until < now]
+        jobs_per_worker = Counter(job.worker_id for job in running)
+        for job in expired:
+            if job.kind in crash_kinds and jobs_per_worker[job.worker_id] == 1:
+                job.crashes += 1  # its lost worker ran it alone: the only suspect (rescue_crashes.sql)
         for job in expired:
             final = job.attempt >= job.max_attempts
             job.state = FAILED if final else RETRYING

@@ -460,8 +460,10 @@ class PostgresStore:
     async def release(self, job_id: int, token: int) -> None:
         await self._unclaim(job_id, token, 0.0)
 
-    async def rescue_expired(self) -> int:
+    async def rescue_expired(self, *, crash_kinds: Sequence[str] = ()) -> int:
         async with self._transaction() as cur:
+            if crash_kinds:  # one transaction, one now(): the jobs counted are the jobs rescued
+                await cur.execute(self._sql["rescue_crashes"], (list(crash_kinds),))
             await cur.execute(self._sql["rescue"])
             rows = await cur.fetchall()
             notices = [f"j {queue}" for queue in sorted({row[1] for row in rows if row[2] == "retrying"})]

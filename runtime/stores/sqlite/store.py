@@ -368,10 +368,12 @@ class SqliteStore:
     async def release(self, job_id: int, token: int) -> None:
         await self._run(self._unclaim(job_id, token, 0.0))
 
-    async def rescue_expired(self) -> int:
+    async def rescue_expired(self, *, crash_kinds: Sequence[str] = ()) -> int:
         def rescue(conn: sqlite3.Connection) -> int:
             now = self._clock()
             with self._write(conn):
+                if crash_kinds:
+                    conn.execute(_SQL["rescue_crashes"], (now, json.dumps(list(crash_kinds))))
                 cur = conn.execute(_SQL["rescue"], (FAILED, RETRYING, now, now, now))
                 return cur.rowcount
 

@@ -12,6 +12,7 @@ LOG = os.environ.get("CORRAL_TEST_LOG", os.devnull)
 
 slow = Queue("slow", max_workers=2, timeout=30, poll=0.05)
 short = Queue("short", max_workers=2, timeout=2, poll=0.05)
+fragile = Queue("fragile", max_workers=2, timeout=1, poll=0.05)
 
 
 def _log(line: str) -> None:
@@ -33,16 +34,23 @@ def first_attempt_hangs(ctx: JobContext) -> int:
     return ctx.attempt
 
 
+@fragile.job("fragile.exit", max_attempts=10)
+async def exits_its_worker(ctx: JobContext) -> None:
+    _log(f"started {ctx.job_id} {ctx.attempt} {os.getpid()}")
+    os._exit(1)  # in-process: the whole worker goes down with it
+
+
 def imported_job(ctx: JobContext, n: int) -> int:
     """Not a declared kind: what a spawned child imports by ``module:qualname``."""
     return n * 3
 
 
 runtime = Runtime(
-    queues=[slow, short],
+    queues=[slow, short, fragile],
     store=STORE,
     rescue_interval=0.2,
     retry_base=0.05,
     grace=float(os.environ.get("CORRAL_TEST_GRACE", "2")),
     relay=0,
+    max_crashes=3,
 )
