@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -28,7 +29,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from corral.runtime.infra.threads import run_in_thread
 
@@ -90,6 +91,8 @@ def _serve_forever(requests_fd: int, replies_fd: int, serve: Serve, parent_pid: 
     """The child's life: one reply line per request line until the parent closes the pipe or dies."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with contextlib.suppress(ValueError):  # a forked child would write its signals to the parent's loop
+        signal.set_wakeup_fd(-1)
     _die_with_parent(parent_pid)
     with os.fdopen(requests_fd, "rb") as requests, os.fdopen(replies_fd, "wb") as replies:
         for line in requests:
@@ -104,7 +107,7 @@ def _serve_forever(requests_fd: int, replies_fd: int, serve: Serve, parent_pid: 
             replies.flush()
 
 
-def _forked_child(requests_fd: int, replies_fd: int, serve: Serve, parent_pid: int) -> None:
+def _child_main(requests_fd: int, replies_fd: int, serve: Serve, parent_pid: int) -> NoReturn:
     code = 0
     try:
         _serve_forever(requests_fd, replies_fd, serve, parent_pid)
@@ -124,7 +127,7 @@ def spawned_child_main() -> None:
     serve: Any = importlib.import_module(module)
     for part in qualname.split("."):
         serve = getattr(serve, part)
-    _forked_child(requests_fd, replies_fd, serve, parent_pid)
+    _child_main(requests_fd, replies_fd, serve, parent_pid)
 
 
 # -- the parent's side -------------------------------------------------------------------------
@@ -174,17 +177,16 @@ class ProcessAttempt:
     its child until :meth:`kill` or :meth:`finish` returns: the child is then reaped (dead) or back
     in the pool (idle)."""
 
-    def __init__(self, pool: ProcessPool, child: _Child, request: Mapping[str, Any]) -> None:
+    def __init__(self, pool: ProcessPool, child: _Child) -> None:
         self._pool = pool
         self._child = child
         loop = asyncio.get_running_loop()
         self.reply: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self._exited: asyncio.Task[None] | None = None  # held: the loop keeps only weak references to tasks
         self._buffer = bytearray()
         os.set_blocking(child.replies_fd, False)
         loop.add_reader(child.replies_fd, self._readable)
         child.reading = True
-        with contextlib.suppress(OSError):  # the child is already gone: its exit is the outcome
-            _write_all(child.requests_fd, json.dumps(request).encode() + b"\n")
 
     @property
     def pid(self) -> int:
@@ -199,7 +201,9 @@ class ProcessAttempt:
             chunk = b""
         if not chunk:  # EOF: the child is gone (only it holds the write end)
             self._child.stop_reading()
-            asyncio.get_running_loop().create_task(self._settle_exit(), name=f"corral:reap:{self._child.pid}")
+            self._exited = asyncio.get_running_loop().create_task(
+                self._settle_exit(), name=f"corral:reap:{self._child.pid}"
+            )
             return
         self._buffer += chunk
         line, newline, rest = self._buffer.partition(b"\n")
@@ -285,17 +289,22 @@ class ProcessPool:
         if not self._running:
             raise RuntimeError("the process pool is not running")
         generation = self._generation()
-        child: _Child | None = None
-        while self._idle:
-            candidate = self._idle.pop()
-            if candidate.generation == generation or self._start_method == "spawn":
-                child = candidate
-                break
-            self._retire(candidate)
-        if child is None:
-            child = self._start_child()
-        self._busy.add(child)
-        return ProcessAttempt(self, child, request)
+        line = json.dumps(request).encode() + b"\n"
+        while True:
+            reused = bool(self._idle)
+            child = self._idle.pop() if reused else self._start_child()
+            if reused and child.generation != generation and self._start_method == "fork":
+                self._retire(child)  # forked before a kind was declared since: it may not know the kind
+                continue
+            try:
+                _write_all(child.requests_fd, line)
+            except OSError:
+                if reused:  # it died while idle (the OOM killer, an operator): not this request's crash
+                    self._retire(child)
+                    continue
+                # a fresh child already gone: its exit is this attempt's outcome
+            self._busy.add(child)
+            return ProcessAttempt(self, child)
 
     def _idle_again(self, child: _Child) -> None:
         self._busy.discard(child)
@@ -333,15 +342,21 @@ class ProcessPool:
             with contextlib.suppress(Exception):
                 stream.flush()
         if self._start_method == "fork":
-            with warnings.catch_warnings():
-                # Python 3.12+ warns about fork() in a process with threads: the child runs only the
-                # job's code and this module's loop, and never takes a lock another thread held.
-                warnings.simplefilter("ignore", DeprecationWarning)
-                pid = os.fork()
-            if pid == 0:
-                os.close(requests_w)
-                os.close(replies_r)
-                _forked_child(requests_r, replies_w, self._serve, parent_pid)
+            # frozen: the child neither collects the parent's objects (finalizers that would act on
+            # the parent's connections) nor touches their pages (copy-on-write stays shared)
+            gc.freeze()
+            try:
+                with warnings.catch_warnings():
+                    # Python 3.12+ warns about fork() in a process with threads: the child runs only the
+                    # job's code and this module's loop, and never takes a lock another thread held.
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    pid = os.fork()
+                if pid == 0:
+                    os.close(requests_w)
+                    os.close(replies_r)
+                    _child_main(requests_r, replies_w, self._serve, parent_pid)  # never returns
+            finally:
+                gc.unfreeze()  # the parent's; the child's objects stay frozen
             reap: Callable[[], int] = lambda: os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])  # noqa: E731
         else:
             serve = f"{self._serve.__module__}:{self._serve.__qualname__}"

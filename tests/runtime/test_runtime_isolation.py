@@ -479,3 +479,30 @@ def test_an_in_process_job_that_takes_its_worker_down_alone_is_failed_after_max_
         "each time its worker was lost while running it alone"
     )
     assert len(_read_starts(log)) == 3
+
+
+def _reply_with_pid(request: dict[str, Any]) -> dict[str, Any]:
+    return {"pid": os.getpid(), "echo": request["n"]}
+
+
+def test_an_idle_child_that_died_is_replaced_without_failing_the_next_request() -> None:
+    async def main() -> tuple[int, dict[str, Any], list[int]]:
+        pool = ProcessPool(serve=_reply_with_pid, start_method="fork")
+        pool.start(ahead=1)
+        try:
+            (idle,) = pool.pids
+            os.kill(idle, signal.SIGKILL)  # dies while idle: the OOM killer, an operator
+            await asyncio.sleep(0.1)
+            attempt = pool.submit({"n": 7})
+            reply = await asyncio.wait_for(attempt.reply, timeout=10)
+            await attempt.finish()
+            return idle, reply, pool.pids
+        finally:
+            pids = pool.pids
+            await pool.stop()
+            assert not [pid for pid in pids if _alive(pid)]
+
+    idle, reply, pids = asyncio.run(main())
+    assert reply["echo"] == 7 and reply["pid"] != idle
+    assert not _alive(idle)  # reaped, not left a zombie
+    assert pids == [reply["pid"]]  # the new child is back in the pool
