@@ -287,8 +287,8 @@ class JobExecutor:
             await child.finish()
             await self._child_outcome(attempt, child)
         except asyncio.CancelledError:
-            # the hard stop (or the job's own task cancelled): the child must be gone before the slot is
-            await child.kill()
+            # the hard stop: the child must be gone (or idle again) before the slot is free
+            await child.abandon()
             raise
         finally:
             del self._in_flight[job.id, job.token]

@@ -151,6 +151,11 @@ class _Child:
             self.reading = False
             asyncio.get_running_loop().remove_reader(self.replies_fd)
 
+    @property
+    def reaping(self) -> bool:
+        """Killed or ended, and not reaped yet."""
+        return self._reaping is not None and not self._reaping.done()
+
     def kill(self) -> None:
         if self._reaping is not None and self._reaping.done():
             return  # reaped: its pid may belong to another process by now
@@ -184,6 +189,7 @@ class ProcessAttempt:
         self.reply: asyncio.Future[dict[str, Any]] = loop.create_future()
         self._exited: asyncio.Task[None] | None = None  # held: the loop keeps only weak references to tasks
         self._buffer = bytearray()
+        self._over = False  # finish() or kill() was called: the child is no longer this attempt's to end
         os.set_blocking(child.replies_fd, False)
         loop.add_reader(child.replies_fd, self._readable)
         child.reading = True
@@ -225,6 +231,7 @@ class ProcessAttempt:
 
     async def kill(self) -> int:
         """SIGKILL the child and wait until it is reaped; its return code. The pool replaces it."""
+        self._over = True
         self._child.stop_reading()
         self._child.kill()
         returncode = await self._child.reaped()
@@ -234,6 +241,7 @@ class ProcessAttempt:
 
     async def finish(self) -> None:
         """The reply is in: the child goes back to the pool, or, when it ended, is reaped and replaced."""
+        self._over = True
         self._child.stop_reading()
         if self.reply.done() and not self.reply.cancelled() and self.reply.exception() is None:
             self._pool._idle_again(self._child)
@@ -241,6 +249,17 @@ class ProcessAttempt:
         self._child.kill()
         await self._child.reaped()
         self._pool._replace()
+
+    async def abandon(self) -> None:
+        """The attempt is interrupted (the hard stop): kill the child unless its reply is in (then it goes
+        back to the pool); either way return only once the child is reaped or idle."""
+        if not self._over:
+            if self.reply.done() and not self.reply.cancelled() and self.reply.exception() is None:
+                await self.finish()
+            else:
+                await self.kill()
+        elif self._child.reaping:
+            await self._child.reaped()  # a kill under way when the interruption came
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -506,3 +506,33 @@ def test_an_idle_child_that_died_is_replaced_without_failing_the_next_request() 
     assert reply["echo"] == 7 and reply["pid"] != idle
     assert not _alive(idle)  # reaped, not left a zombie
     assert pids == [reply["pid"]]  # the new child is back in the pool
+
+
+def test_stop_kills_the_attempts_left_at_grace_and_finishes_the_others(db: Backend, timeline: Timeline) -> None:
+    queue = Queue("g", max_workers=3, timeout=30)
+    log = _logger(timeline.log)
+
+    @queue.job("iso.nap")
+    def nap(ctx: JobContext, seconds: float) -> float:
+        log("start", ctx)
+        time.sleep(seconds)
+        log("end", ctx)
+        return seconds
+
+    runtime = make_runtime(db, [queue])
+
+    async def main() -> tuple[list[int], float]:
+        await runtime.start()
+        ids = [await runtime.enqueue("iso.nap", seconds=seconds) for seconds in (0.3, 60, 60)]
+        while len(timeline.runs) < 3:
+            timeline.read()
+            await asyncio.sleep(0.02)
+        began = time.monotonic()
+        await runtime.stop(grace=1)
+        return ids, time.monotonic() - began
+
+    (quick, *slow), took = asyncio.run(main())
+    assert 1.0 <= took < 1.0 + 1.5  # grace, then SIGKILL, reap and release
+    assert db.job_row(quick)["state"] == "done"  # it finished within grace
+    assert [(db.job_row(job_id)["state"], db.job_row(job_id)["attempt"]) for job_id in slow] == [("waiting", 0)] * 2
+    # and the timeline fixture checks that no child outlived stop()
