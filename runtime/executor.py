@@ -277,6 +277,7 @@ class JobExecutor:
         try:
             if not await self._hold(attempt, child.reply, until=started + kind.timeout):
                 status = describe_exit(await child.kill())
+                self._stats.killed_children += 1
                 await self._settle_failure(
                     job,
                     f"TimeoutError: job exceeded its timeout of {kind.timeout:g}s; "
@@ -298,6 +299,7 @@ class JobExecutor:
         exc = child.reply.exception()
         if isinstance(exc, ChildExit):
             # exact: the child ran this attempt alone, so the crash is this job's and no other's
+            self._stats.crashed_children += 1
             crashes, limit = job.crashes + 1, self._config.max_crashes
             error = f"the job crashed its worker process {child.pid} ({exc})"
             if crashes >= limit:

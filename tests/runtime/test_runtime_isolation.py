@@ -176,6 +176,7 @@ def test_a_sync_job_past_its_timeout_is_killed_and_max_workers_holds(db: Backend
         assert run.last_alive - run.start < 1.0 + 1.0, run
     assert timeline.peak() == 2  # both slots were used, never more
     assert took < 3 * (1.0 + 1.0) + 3  # three rounds of two, each killed at about its timeout
+    assert (runtime.stats.killed_children, runtime.stats.crashed_children) == (6, 0)
     assert db.state_counts() == {"failed": 3}
 
 
@@ -271,6 +272,7 @@ def test_a_job_that_crashes_its_worker_fails_only_itself(db: Backend, crash: Any
             return crashed, [await runtime.wait(job_id, timeout=10) for job_id in neighbours]
 
     crashed, neighbours = asyncio.run(main())
+    assert (runtime.stats.killed_children, runtime.stats.crashed_children) == (0, 3)
     assert [(s.state, s.result) for s in neighbours] == [("done", n) for n in range(5)]
     assert crashed.state == "failed"
     assert crashed.error.startswith("the job crashed its worker process 3 times (max_crashes=3); the last one: pid ")
