@@ -3,11 +3,13 @@
 Owns what happens to an attempt between its claim and its record, all of it scoped to the attempt
 (the job's id and claim token), never to the job id alone: taking and releasing the per-key lease
 under the attempt's holder (snoozing the job when the key is busy), running the job's code under its
-hard timeout (async: its own task, cancelled at the timeout and recorded stuck when it ignores the
-cancellation; sync: its own thread), renewing the attempt's job and key leases for as long as that
-code really runs, so the attempt keeps its slot until then, turning every exception and every run
-past its timeout into a failed attempt with a retry time (:func:`retry_delay`), handing results to
-the completer, and releasing a job the hard stop interrupted. Claiming is the producer's business.
+hard timeout (``isolation="process"``: a child of the runtime's pool, killed with SIGKILL at the
+timeout; in-process async: its own task, cancelled at the timeout and recorded stuck when it ignores
+the cancellation; in-process sync: its own thread), renewing the attempt's job and key leases for as
+long as that code really runs, so the attempt keeps its slot until then, turning every exception,
+every run past its timeout and every crashed child into a failed attempt with a retry time
+(:func:`retry_delay`) or, at ``max_crashes``, a failed job, handing results to the completer, and
+releasing a job the hard stop interrupted. Claiming is the producer's business.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ itself is done by one service per module: the claim loop of each queue
 completions (:mod:`corral.runtime.completer`), waiters (:mod:`corral.runtime.waiters`) and the
 maintenance loops (:mod:`corral.runtime.maintenance`). Where the runtime is in its life is one
 :class:`~corral.runtime.lifecycle.State` (:mod:`corral.runtime.lifecycle`). Shutdown is soft then
-hard. Tasks and threads are never created here directly: they come from :mod:`corral.runtime.infra`.
+hard. Tasks, threads and processes are never created here directly: they come from
+:mod:`corral.runtime.infra` (the children of process-isolated attempts: its process pool).
 """
 
 from __future__ import annotations
