@@ -212,9 +212,9 @@ class ProcessAttempt:
             )
             return
         self._buffer += chunk
-        line, newline, rest = self._buffer.partition(b"\n")
-        if not newline:
+        if b"\n" not in chunk:  # only the new bytes are searched: a large result arrives in many chunks
             return
+        line, _, rest = self._buffer.partition(b"\n")
         self._child.stop_reading()
         if not self.reply.done():
             try:

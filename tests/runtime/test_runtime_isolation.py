@@ -538,3 +538,21 @@ def test_stop_kills_the_attempts_left_at_grace_and_finishes_the_others(db: Backe
     assert db.job_row(quick)["state"] == "done"  # it finished within grace
     assert [(db.job_row(job_id)["state"], db.job_row(job_id)["attempt"]) for job_id in slow] == [("waiting", 0)] * 2
     # and the timeline fixture checks that no child outlived stop()
+
+
+def test_a_large_result_crosses_from_the_child_whole(db: Backend) -> None:
+    queue = Queue("big", max_workers=1, timeout=20)
+
+    @queue.job("iso.big")
+    def big(ctx: JobContext, size: int) -> dict[str, Any]:
+        return {"text": "x\n" * size, "n": size}  # many pipe chunks, newlines inside the JSON string
+
+    runtime = make_runtime(db, [queue])
+
+    async def main() -> Any:
+        async with runtime:
+            return await runtime.wait(await runtime.enqueue("iso.big", size=1_500_000), timeout=20)
+
+    status = asyncio.run(main())
+    assert status.state == "done"
+    assert status.result["n"] == 1_500_000 and status.result["text"] == "x\n" * 1_500_000
