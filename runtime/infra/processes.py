@@ -216,13 +216,15 @@ class ProcessAttempt:
             return
         line, _, rest = self._buffer.partition(b"\n")
         self._child.stop_reading()
-        if not self.reply.done():
-            try:
-                self.reply.set_result(json.loads(line))
-            except ValueError as exc:
-                self.reply.set_exception(exc)
-        if rest:  # a child answers once per request: anything more is a broken child
-            self._child.kill()
+        if self.reply.done():
+            return
+        if rest:  # a child answers once per request: anything more is a broken child, never reused
+            self.reply.set_exception(ValueError(f"{len(rest)} bytes after the reply"))
+            return
+        try:
+            self.reply.set_result(json.loads(line))
+        except ValueError as exc:
+            self.reply.set_exception(exc)
 
     async def _settle_exit(self) -> None:
         returncode = await self._child.reaped()
