@@ -85,6 +85,10 @@ class RuntimeConfig:
     prune_interval: float = 600.0
     """Seconds between pruner passes (done jobs older than ``keep_done`` are deleted); the first runs at start."""
 
+    max_crashes: int = 3
+    """Attempts of one job that may crash their worker process (``isolation="process"``: the child died
+    without answering) before the job is failed for good as "crashed its worker process N times"."""
+
     migrate: bool = False
     """Create or upgrade the store's schema at ``start()`` (else run ``corral migrate``)."""
 
@@ -111,6 +115,7 @@ class RuntimeConfig:
             ("max_conns", self.max_conns),
             ("max_waiters", self.max_waiters),
             ("relay_batch", self.relay_batch),
+            ("max_crashes", self.max_crashes),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{label} must be an integer >= 1, got {value!r}")

@@ -20,15 +20,31 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from corral.runtime.errors import ConfigError
+from corral.runtime.errors import ConfigError, CorralRuntimeError
 from corral.runtime.names import check_name
 
 if TYPE_CHECKING:
     from corral.runtime.runtime import Runtime
 
-__all__ = ["DEFAULT_MAX_ATTEMPTS", "JobContext", "JobKind", "KindTable", "Queue", "declaring_queue"]
+__all__ = [
+    "DEFAULT_MAX_ATTEMPTS",
+    "IN_PROCESS",
+    "ISOLATIONS",
+    "PROCESS",
+    "JobContext",
+    "JobKind",
+    "KindTable",
+    "Queue",
+    "declaring_queue",
+]
 
 DEFAULT_MAX_ATTEMPTS = 5
+# How an attempt's code is run. PROCESS: in a child process of the runtime's pool, killed at its
+# timeout (the default of `def` jobs). IN_PROCESS: in the runtime's process, an async job as a task on
+# its event loop, a sync job in a thread of its own (the default of `async def` jobs).
+PROCESS = "process"
+IN_PROCESS = "in-process"
+ISOLATIONS = (PROCESS, IN_PROCESS)
 F = TypeVar("F", bound=Callable[..., Any])
 
 # The queue that last declared each kind name, for the error of a kind declared on a queue no runtime
@@ -44,6 +60,15 @@ def _check_timeout(what: str, timeout: float | None) -> float | None:
     if not math.isfinite(timeout) or timeout <= 0:
         raise ConfigError(f"{what}: timeout must be a positive number of seconds, got {timeout!r}")
     return float(timeout)
+
+
+def _check_isolation(what: str, isolation: str | None) -> str | None:
+    if isolation is not None and isolation not in ISOLATIONS:
+        raise ConfigError(
+            f"{what}: isolation must be one of {', '.join(map(repr, ISOLATIONS))} (or None for the default), "
+            f"got {isolation!r}"
+        )
+    return isolation
 
 
 def _check_positive_int(what: str, value: object) -> int:
@@ -65,6 +90,7 @@ class JobKind:
     on: tuple[str, ...] = ()
     every: float | None = None
     run_on_start: bool = False
+    isolation: str = IN_PROCESS
     signature: inspect.Signature = field(repr=False, compare=False, default=inspect.Signature())
 
     @property
@@ -83,7 +109,9 @@ class Queue:
     ``max_workers`` bounds how many of its jobs run at once in one process. ``per_key=N`` allows
     at most N jobs with the same ``key`` in flight across every process sharing the store.
     ``poll`` is how often (seconds) an idle worker looks for jobs enqueued by other processes;
-    jobs enqueued by the same process wake it at once.
+    jobs enqueued by the same process wake it at once. ``isolation`` is the default of its kinds
+    (``"process"`` or ``"in-process"``); None: ``"process"`` for ``def`` jobs, ``"in-process"`` for
+    ``async def`` jobs.
     """
 
     def __init__(
@@ -95,8 +123,10 @@ class Queue:
         timeout: float | None = None,
         per_key: int | None = None,
         poll: float = 1.0,
+        isolation: str | None = None,
     ) -> None:
         self.name = check_name("queue", name)
+        self.isolation = _check_isolation(f"queue {name!r}", isolation)
         self.max_workers = _check_positive_int(f"queue {name!r}: max_workers", max_workers)
         self.timeout = _check_timeout(f"queue {name!r}", timeout)
         self.per_key = None if per_key is None else _check_positive_int(f"queue {name!r}: per_key", per_key)
@@ -121,8 +151,10 @@ class Queue:
         timeout: float | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         on: str | Sequence[str] | None = None,
+        isolation: str | None = None,
     ) -> Callable[[F], F]:
-        """Register the decorated function as job kind ``name``; ``on`` subscribes it to event topics."""
+        """Register the decorated function as job kind ``name``; ``on`` subscribes it to event topics;
+        ``isolation`` overrides the queue's (see :class:`Queue`)."""
         topics: tuple[str, ...]
         if on is None:
             topics = ()
@@ -132,7 +164,7 @@ class Queue:
             topics = tuple(check_name("event topic", topic) for topic in on)
 
         def register(fn: F) -> F:
-            self._register(name, fn, timeout=timeout, max_attempts=max_attempts, on=topics)
+            self._register(name, fn, timeout=timeout, max_attempts=max_attempts, on=topics, isolation=isolation)
             return fn
 
         return register
@@ -146,6 +178,7 @@ class Queue:
         timeout: float | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         run_on_start: bool = False,
+        isolation: str | None = None,
     ) -> Callable[[F], F]:
         """Register a job kind enqueued every ``every`` seconds by exactly one process sharing the store."""
         checked_every = _check_timeout(f"periodic job {name!r}: every", every)
@@ -161,6 +194,7 @@ class Queue:
                 on=(),
                 every=checked_every,
                 run_on_start=run_on_start,
+                isolation=isolation,
             )
             return fn
 
@@ -176,8 +210,10 @@ class Queue:
         on: tuple[str, ...],
         every: float | None = None,
         run_on_start: bool = False,
+        isolation: str | None = None,
     ) -> None:
         check_name("job kind", name)
+        own_isolation = _check_isolation(f"job kind {name!r}", isolation)
         if name in self._kinds:
             raise ConfigError(f"job kind {name!r} is declared twice on queue {self.name!r}")
         if not callable(fn):
@@ -190,16 +226,18 @@ class Queue:
         signature = inspect.signature(fn)
         if not signature.parameters:
             raise ConfigError(f"job kind {name!r}: {fn.__qualname__} must take the JobContext as first argument")
+        is_async = inspect.iscoroutinefunction(fn)
         self._kinds[name] = JobKind(
             name=name,
             queue=self.name,
             fn=fn,
-            is_async=inspect.iscoroutinefunction(fn),
+            is_async=is_async,
             timeout=effective,
             max_attempts=attempts,
             on=on,
             every=every,
             run_on_start=run_on_start,
+            isolation=own_isolation or self.isolation or (IN_PROCESS if is_async else PROCESS),
             signature=signature,
         )
         _DECLARING_QUEUES[name] = self
@@ -260,8 +298,10 @@ class KindTable(Mapping[str, JobKind]):
 class JobContext:
     """What a running job knows about itself, and how it enqueues follow-up work.
 
-    Sync jobs run in their own thread and cannot be interrupted: they should check
+    In-process sync jobs run in their own thread and cannot be interrupted: they should check
     :attr:`stop_requested` in long loops and return early when it is set (timeout or shutdown).
+    Process-isolated jobs are killed at their timeout instead; their context has no runtime
+    (``ctx.enqueue``/``ctx.publish`` raise :class:`~corral.runtime.CorralRuntimeError`).
     """
 
     __slots__ = ("_runtime", "_stop", "attempt", "job_id", "key", "kind", "max_attempts", "queue")
@@ -269,7 +309,7 @@ class JobContext:
     def __init__(
         self,
         *,
-        runtime: Runtime,
+        runtime: Runtime | None,
         job_id: int,
         kind: str,
         queue: str,
@@ -302,8 +342,16 @@ class JobContext:
         self, kind: str, /, *, key: str | None = None, delay: float | None = None, **args: Any
     ) -> Awaitable[int]:
         """Enqueue a follow-up job (async jobs only: ``await ctx.enqueue(...)``)."""
-        return self._runtime.enqueue(kind, key=key, delay=delay, **args)
+        return self._running_runtime("enqueue").enqueue(kind, key=key, delay=delay, **args)
 
     def publish(self, topic: str, payload: dict[str, Any]) -> Awaitable[int]:
         """Publish an event through the outbox (async jobs only)."""
-        return self._runtime.publish(topic, payload)
+        return self._running_runtime("publish").publish(topic, payload)
+
+    def _running_runtime(self, call: str) -> Runtime:
+        if self._runtime is None:
+            raise CorralRuntimeError(
+                f"ctx.{call}() is not available in a job running isolation='process' (its code runs in a child "
+                "process): return what to do as the result, or declare the kind isolation='in-process'"
+            )
+        return self._runtime

@@ -3,11 +3,13 @@
 Owns what happens to an attempt between its claim and its record, all of it scoped to the attempt
 (the job's id and claim token), never to the job id alone: taking and releasing the per-key lease
 under the attempt's holder (snoozing the job when the key is busy), running the job's code under its
-hard timeout (async: its own task, cancelled at the timeout and recorded stuck when it ignores the
-cancellation; sync: its own thread), renewing the attempt's job and key leases for as long as that
-code really runs, so the attempt keeps its slot until then, turning every exception and every run
-past its timeout into a failed attempt with a retry time (:func:`retry_delay`), handing results to
-the completer, and releasing a job the hard stop interrupted. Claiming is the producer's business.
+hard timeout (``isolation="process"``: a child of the runtime's pool, killed with SIGKILL at the
+timeout; in-process async: its own task, cancelled at the timeout and recorded stuck when it ignores
+the cancellation; in-process sync: its own thread), renewing the attempt's job and key leases for as
+long as that code really runs, so the attempt keeps its slot until then, turning every exception,
+every run past its timeout and every crashed child into a failed attempt with a retry time
+(:func:`retry_delay`) or, at ``max_crashes``, a failed job, handing results to the completer, and
+releasing a job the hard stop interrupted. Claiming is the producer's business.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import logging
 import math
 import random
 import time
-import traceback
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 from corral.runtime.completer import Completer
 from corral.runtime.config import RuntimeConfig
-from corral.runtime.declarations import JobContext, JobKind, KindTable, Queue
-from corral.runtime.infra import run_in_thread, spawn
+from corral.runtime.declarations import PROCESS, JobContext, JobKind, KindTable, Queue
+from corral.runtime.infra import ChildExit, ProcessAttempt, ProcessPool, describe_exit, run_in_thread, spawn
+from corral.runtime.isolation import child_request, describe_error
 from corral.runtime.lifecycle import Lifecycle
 from corral.runtime.payloads import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, UnstorableJson, encode_json, storable_text
 from corral.runtime.stats import RuntimeStats
@@ -81,14 +83,7 @@ async def _contain(coro: Any, ended: list[float]) -> Any:
 
 
 def _describe_error(exc: BaseException) -> tuple[str, str]:
-    if isinstance(exc, _JobRaisedBaseException):
-        exc = exc.inner
-    try:
-        message = str(exc)
-    except Exception:  # an exception whose __str__ raises still fails its job, with its type
-        message = "<str() of the exception failed>"
-    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-    return text, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return describe_error(exc.inner if isinstance(exc, _JobRaisedBaseException) else exc)
 
 
 @dataclass(frozen=True)
@@ -119,8 +114,10 @@ class JobExecutor:
         completer: Completer,
         waiters: Waiters,
         wake_later: Callable[[str, float], None],
+        pool: ProcessPool,
     ) -> None:
         self._runtime = runtime
+        self._pool = pool
         self._store = store
         self._config = config
         self._kinds: Mapping[str, JobKind] = KindTable(config.queues)  # kinds declared after the runtime too
@@ -219,6 +216,19 @@ class JobExecutor:
 
     async def _run(self, attempt: _Attempt) -> None:
         job, kind = attempt.job, attempt.kind
+        if job.crashes >= self._config.max_crashes:
+            # its worker was lost while it ran there alone, max_crashes times (counted by the rescue)
+            await self._settle_failure(
+                job,
+                f"the job crashed its worker process {job.crashes} times (max_crashes={self._config.max_crashes}): "
+                "each time its worker was lost while running it alone",
+                None,
+                final=True,
+            )
+            return
+        if kind.isolation == PROCESS:
+            await self._run_in_child(attempt)
+            return
         ctx = JobContext(
             runtime=self._runtime,
             job_id=job.id,
@@ -254,6 +264,63 @@ class JobExecutor:
         finally:
             del self._in_flight[job.id, job.token]
             self._stuck.discard((job.id, job.token))
+
+    async def _run_in_child(self, attempt: _Attempt) -> None:
+        """Run the attempt in a child of the pool; past its timeout the child is killed (SIGKILL), and
+        the attempt keeps its slot until the child is reaped."""
+        job, kind = attempt.job, attempt.kind
+        started = time.monotonic()
+        try:
+            child = self._pool.submit(child_request(job, kind))
+        except Exception as exc:
+            await self._settle_failure(job, f"cannot start a worker process: {describe_error(exc)[0]}", None)
+            return
+        self._in_flight[job.id, job.token] = attempt
+        try:
+            if not await self._hold(attempt, child.reply, until=started + kind.timeout):
+                status = describe_exit(await child.kill())
+                self._stats.killed_children += 1
+                await self._settle_failure(
+                    job,
+                    f"TimeoutError: job exceeded its timeout of {kind.timeout:g}s; "
+                    f"its worker process {child.pid} was killed ({status})",
+                    None,
+                )
+                return
+            await child.finish()
+            await self._child_outcome(attempt, child)
+        except asyncio.CancelledError:
+            # the hard stop: the child must be gone (or idle again) before the slot is free
+            await child.abandon()
+            raise
+        finally:
+            del self._in_flight[job.id, job.token]
+
+    async def _child_outcome(self, attempt: _Attempt, child: ProcessAttempt) -> None:
+        job = attempt.job
+        exc = child.reply.exception()
+        if isinstance(exc, ChildExit):
+            # exact: the child ran this attempt alone, so the crash is this job's and no other's
+            self._stats.crashed_children += 1
+            crashes, limit = job.crashes + 1, self._config.max_crashes
+            error = f"the job crashed its worker process {child.pid} ({exc})"
+            if crashes >= limit:
+                error = (
+                    f"the job crashed its worker process {crashes} times (max_crashes={limit}); "
+                    f"the last one: pid {child.pid} ({exc})"
+                )
+            await self._settle_failure(job, error, None, crashed=True, final=crashes >= limit)
+            return
+        if exc is not None:
+            await self._settle_failure(job, f"the worker process sent a broken reply: {describe_error(exc)[0]}", None)
+            return
+        reply = child.reply.result()
+        if "unstorable" in reply:
+            await self._settle_failure(job, f"the result of job kind {job.kind!r} {reply['unstorable']}", None)
+        elif "error" in reply:
+            await self._settle_failure(job, str(reply["error"]), reply.get("traceback"))
+        else:
+            self._completer.submit(Completion(job_id=job.id, token=job.token, result_json=reply.get("result")))
 
     async def _outcome(
         self, attempt: _Attempt, ctx: JobContext, work: asyncio.Future[Any], started: float, ended: list[float]
@@ -326,9 +393,12 @@ class JobExecutor:
                 return True
             await self._renew(attempt)
 
-    async def _settle_failure(self, job: ClaimedJob, error: str, trace: str | None) -> None:
-        """Record a failed attempt: retrying after :func:`retry_delay`, or failed for good when it was the last."""
-        final = job.attempt >= job.max_attempts
+    async def _settle_failure(
+        self, job: ClaimedJob, error: str, trace: str | None, *, crashed: bool = False, final: bool = False
+    ) -> None:
+        """Record a failed attempt: retrying after :func:`retry_delay`, or failed for good when it was the
+        last (or ``final``); ``crashed``: it crashed its worker process (the job's crash count grows)."""
+        final = final or job.attempt >= job.max_attempts
         retry_at = (
             None
             if final
@@ -347,7 +417,7 @@ class JobExecutor:
         # The failure is recorded whatever its text holds: what a store's text column refuses is escaped.
         error = storable_text(error, limit=MAX_ERROR_CHARS)
         trace = None if trace is None else storable_text(trace, limit=MAX_TRACEBACK_CHARS)
-        await self._store.fail(job.id, job.token, error=error, traceback=trace, retry_at=retry_at)
+        await self._store.fail(job.id, job.token, error=error, traceback=trace, retry_at=retry_at, crashed=crashed)
         if retry_at is not None:
             self._wake_later(job.queue, retry_at - time.time())
         if final:

@@ -7,12 +7,14 @@ itself is done by one service per module: the claim loop of each queue
 completions (:mod:`corral.runtime.completer`), waiters (:mod:`corral.runtime.waiters`) and the
 maintenance loops (:mod:`corral.runtime.maintenance`). Where the runtime is in its life is one
 :class:`~corral.runtime.lifecycle.State` (:mod:`corral.runtime.lifecycle`). Shutdown is soft then
-hard. Tasks and threads are never created here directly: they come from :mod:`corral.runtime.infra`.
+hard. Tasks, threads and processes are never created here directly: they come from
+:mod:`corral.runtime.infra` (the children of process-isolated attempts: its process pool).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import os
@@ -26,7 +28,7 @@ from typing import Any, TypeVar
 from corral.runtime.budget import Budget, compute_budget
 from corral.runtime.completer import Completer
 from corral.runtime.config import RuntimeConfig
-from corral.runtime.declarations import JobKind, KindTable, Queue, declaring_queue
+from corral.runtime.declarations import IN_PROCESS, PROCESS, JobKind, KindTable, Queue, declaring_queue
 from corral.runtime.errors import (
     BudgetError,
     ConfigError,
@@ -36,7 +38,8 @@ from corral.runtime.errors import (
     UnknownJobKind,
 )
 from corral.runtime.executor import JobExecutor
-from corral.runtime.infra import LoopWatchdog, cancel_detached, spawn
+from corral.runtime.infra import LoopWatchdog, ProcessPool, cancel_detached, default_start_method, spawn
+from corral.runtime.isolation import serve_imported, serve_inherited
 from corral.runtime.lifecycle import Lifecycle, State
 from corral.runtime.maintenance import PeriodicScheduler, Pruner, Relay, Rescuer
 from corral.runtime.names import check_name
@@ -113,6 +116,7 @@ class Runtime:
         notify_fallback: float = 1.0,
         enqueue_timeout: float = 10.0,
         prune_interval: float = 600.0,
+        max_crashes: int = 3,
         migrate: bool = False,
         worker_id: str | None = None,
     ) -> None:
@@ -135,6 +139,7 @@ class Runtime:
             notify_fallback=notify_fallback,
             enqueue_timeout=enqueue_timeout,
             prune_interval=prune_interval,
+            max_crashes=max_crashes,
             migrate=migrate,
             worker_id=worker_id,
         )
@@ -152,6 +157,14 @@ class Runtime:
         )
         self._kinds = KindTable(config.queues)  # live: kinds declared after Runtime(...) are known
         self._producers = Producers()
+        start_method = default_start_method()
+        # The children of isolation="process" attempts. Forked, a child finds the job function in the kinds
+        # it inherited (and one forked before a kind was declared is retired); spawned, it imports it.
+        self._pool = ProcessPool(
+            serve=functools.partial(serve_inherited, self._kinds) if start_method == "fork" else serve_imported,
+            start_method=start_method,
+            generation=lambda: self._kinds.generation,
+        )
         self._waiters = Waiters(store=self.store, config=config, lifecycle=self._lifecycle, pushed=self._pushed)
         self._completer = Completer(store=self.store, stats=self.stats, waiters=self._waiters)
         self._executor = JobExecutor(
@@ -163,6 +176,7 @@ class Runtime:
             completer=self._completer,
             waiters=self._waiters,
             wake_later=self._producers.wake_later,
+            pool=self._pool,
         )
         self._relay = Relay(
             store=self.store, config=config, lifecycle=self._lifecycle, stats=self.stats, wake=self._producers.wake
@@ -174,6 +188,7 @@ class Runtime:
             stats=self.stats,
             wake_all=self._producers.wake_all,
             renew_in_flight=self._executor.renew_in_flight,
+            crash_kinds=lambda: [kind.name for kind in self._kinds.values() if kind.isolation == IN_PROCESS],
         )
         self._pruner = Pruner(store=self.store, config=config, lifecycle=self._lifecycle)
         self._periodic = PeriodicScheduler(
@@ -244,6 +259,14 @@ class Runtime:
             self._lifecycle.enter(State.CREATED)  # nothing runs yet: start() may be called again
             raise
         self._lifecycle.enter(State.RUNNING)
+        # one child ahead per worker slot that may run a process-isolated kind (more start on demand)
+        self._pool.start(
+            ahead=sum(
+                by_name[name].max_workers
+                for name in names
+                if any(kind.isolation == PROCESS for kind in by_name[name].kinds.values())
+            )
+        )
         self._watchdog.start()
         self._completer_task = spawn(self._completer.run(), name="corral:completer")
         self._plumbing.append(spawn(self._waiters.run(), name="corral:notifier"))
@@ -277,6 +300,7 @@ class Runtime:
         await self._cancel_all(self._relay_tasks)
         # 2. stop claiming
         self._lifecycle.enter(State.DRAINING)
+        self._pool.drain()  # a child killed from now on is not replaced
         self._producers.wake_all()
         await asyncio.gather(*self._claim_loops, return_exceptions=True)
         # 3. soft stop: let running jobs finish, up to grace
@@ -298,6 +322,8 @@ class Runtime:
                 job.kind,
                 job.attempt,
             )
+        # every attempt is settled or released by now: the children left are idle (or abandoned) ones
+        await self._pool.stop()
         # 5. plumbing: flush completions, then the rest
         self._lifecycle.enter(State.CLOSING)
         await self._cancel_all(self._plumbing)

@@ -16,4 +16,6 @@ class RuntimeStats:
     snoozed: int = 0
     released: int = 0
     rescued: int = 0
+    killed_children: int = 0  # process-isolated attempts SIGKILLed at their timeout
+    crashed_children: int = 0  # process-isolated attempts whose child died without replying
     relay_passes: list[int] = field(default_factory=list)  # events moved per non-empty pass

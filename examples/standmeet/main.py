@@ -17,7 +17,7 @@ from pathlib import Path
 async def run() -> int:
     from standmeet import notes
     from standmeet.infra.warmup import WARM, start_warmup
-    from standmeet.jobs import SENT, runtime
+    from standmeet.jobs import runtime
 
     async with runtime:
         start_warmup()
@@ -25,7 +25,8 @@ async def run() -> int:
         await notes.create_note(runtime, owner="lin", text="Relay shipped; webhooks next.")
         reindex = await runtime.enqueue("corpus.reindex")
         fetched = await runtime.enqueue("jobs.fetch_source", source="remoteok")
-        for label, job_id in (("corpus.reindex", reindex), ("jobs.fetch_source", fetched)):
+        mailed = await runtime.enqueue("owner.notify", owner="ada", subject="daily digest")
+        for label, job_id in (("corpus.reindex", reindex), ("jobs.fetch_source", fetched), ("owner.notify", mailed)):
             status = await runtime.wait(job_id, timeout=5)
             print(f"{label:<20} #{job_id}: {status.state} -> {status.result}")
 
@@ -41,7 +42,6 @@ async def run() -> int:
             print(f"{name:<12} {c.done:>5} {c.failed:>7}")
         print()
         print("search 'relay' ->", sorted(notes.search("relay")))
-        print("mails sent     ->", SENT)
         print("cache warmed   ->", WARM.get("search", False))
         return 0 if all(c.failed == 0 for c in counts.values()) else 1
 

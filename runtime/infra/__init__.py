@@ -1,12 +1,34 @@
-"""The runtime's plumbing: the only place in ``corral.runtime`` that creates tasks and threads.
+"""The runtime's plumbing: the only place in ``corral.runtime`` that creates tasks, threads and processes.
 
 The project's gate forbids ``asyncio.create_task``, ``threading.Thread``, executors and friends
 everywhere else, so every background task and thread the runtime owns is created here, by a
 function whose name says who owns it and how it ends.
 """
 
+from corral.runtime.infra.processes import (
+    ChildExit,
+    ProcessAttempt,
+    ProcessPool,
+    StartMethod,
+    default_start_method,
+    describe_exit,
+)
 from corral.runtime.infra.tasks import cancel_detached, detach, spawn, wait_event
 from corral.runtime.infra.threads import StoreThread, run_in_thread
 from corral.runtime.infra.watchdog import LoopWatchdog
 
-__all__ = ["LoopWatchdog", "StoreThread", "cancel_detached", "detach", "run_in_thread", "spawn", "wait_event"]
+__all__ = [
+    "ChildExit",
+    "LoopWatchdog",
+    "ProcessAttempt",
+    "ProcessPool",
+    "StartMethod",
+    "StoreThread",
+    "cancel_detached",
+    "default_start_method",
+    "describe_exit",
+    "detach",
+    "run_in_thread",
+    "spawn",
+    "wait_event",
+]

@@ -9,7 +9,7 @@ jobs has its own loop (:mod:`corral.runtime.maintenance.pruner`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from corral.runtime.config import RuntimeConfig
 from corral.runtime.lifecycle import Lifecycle
@@ -24,7 +24,9 @@ log = logging.getLogger("corral.runtime")
 class Rescuer:
     """Rescues expired leases every ``config.rescue_interval`` seconds; ``wake_all()`` wakes every
     queue this process works, so rescued jobs run without waiting for a poll; ``renew_in_flight()``
-    extends the leases of every attempt this process runs (before each pass)."""
+    extends the leases of every attempt this process runs (before each pass); ``crash_kinds()`` names
+    the kinds that run in their worker's own process, whose lone attempt on a lost worker counts as a
+    crash of the job (a process-isolated attempt cannot take its worker down)."""
 
     def __init__(
         self,
@@ -35,6 +37,7 @@ class Rescuer:
         stats: RuntimeStats,
         wake_all: Callable[[], None],
         renew_in_flight: Callable[[], Awaitable[None]],
+        crash_kinds: Callable[[], Sequence[str]],
     ) -> None:
         self._store = store
         self._config = config
@@ -42,11 +45,12 @@ class Rescuer:
         self._stats = stats
         self._wake_all = wake_all
         self._renew_in_flight = renew_in_flight
+        self._crash_kinds = crash_kinds
 
     async def run_once(self) -> int:
         """One rescue pass; return how many jobs were rescued. Store errors propagate to the caller."""
         await self._renew_in_flight()
-        rescued = await self._store.rescue_expired()
+        rescued = await self._store.rescue_expired(crash_kinds=self._crash_kinds())
         if rescued:
             self._stats.rescued += rescued
             log.warning("rescued %d job(s) whose lease expired", rescued)

@@ -80,6 +80,8 @@ class ClaimedJob:
     token: int
     enqueued_at: float
     run_at: float
+    crashes: int = 0
+    """How many earlier attempts crashed their worker process (recorded with ``fail(crashed=True)``)."""
 
 
 @dataclass(frozen=True)
@@ -189,8 +191,18 @@ class Store(Protocol):
     async def complete(self, completions: Sequence[Completion]) -> None:
         """Record finished jobs (a batch, one transaction)."""
 
-    async def fail(self, job_id: int, token: int, *, error: str, traceback: str | None, retry_at: float | None) -> None:
-        """Record a failed attempt: retrying at ``retry_at``, or failed for good when it is None."""
+    async def fail(
+        self,
+        job_id: int,
+        token: int,
+        *,
+        error: str,
+        traceback: str | None,
+        retry_at: float | None,
+        crashed: bool = False,
+    ) -> None:
+        """Record a failed attempt: retrying at ``retry_at``, or failed for good when it is None;
+        ``crashed``: the attempt crashed its worker process, and the job's crash count grows by one."""
 
     async def snooze(self, job_id: int, token: int, *, seconds: float) -> None:
         """Put a claimed job back to waiting for ``seconds`` without spending its attempt."""
@@ -198,8 +210,9 @@ class Store(Protocol):
     async def release(self, job_id: int, token: int) -> None:
         """Put an interrupted job back to waiting at once without spending its attempt."""
 
-    async def rescue_expired(self) -> int:
-        """Make running jobs whose lease expired retryable (or failed when out of attempts)."""
+    async def rescue_expired(self, *, crash_kinds: Sequence[str] = ()) -> int:
+        """Make running jobs whose lease expired retryable (or failed when out of attempts). A job of one
+        of ``crash_kinds`` whose lost worker ran no other job has its crash count grow by one first."""
 
     async def acquire_key_lease(self, queue: str, key: str, *, holder: int, limit: int, seconds: float) -> bool:
         """Take one of ``limit`` lease slots of ``key`` for ``seconds``; False when all are held.
@@ -264,7 +277,7 @@ def rescue_error(worker_id: str | None, attempt: int) -> str:
 
 
 def claimed_job(queue: str, row: Sequence[Any]) -> ClaimedJob:
-    """A claimed row: ``id, kind, args, key, attempt, max_attempts, claims, enqueued_at, run_at``."""
+    """A claimed row: ``id, kind, args, key, attempt, max_attempts, claims, enqueued_at, run_at, crashes``."""
     return ClaimedJob(
         id=row[0],
         queue=queue,
@@ -276,6 +289,7 @@ def claimed_job(queue: str, row: Sequence[Any]) -> ClaimedJob:
         token=row[6],
         enqueued_at=row[7],
         run_at=row[8],
+        crashes=row[9],
     )
 
 

@@ -63,7 +63,7 @@ def test_sync_jobs_past_their_timeout_never_exceed_max_workers(db: Backend) -> N
     queue = Queue("s", max_workers=2, timeout=0.2)
     runs = Runs()
 
-    @queue.job("sync.overrun", max_attempts=2)
+    @queue.job("sync.overrun", max_attempts=2, isolation="in-process")
     def overrun(ctx: JobContext) -> None:
         run = runs.start(ctx)
         time.sleep(0.6)  # past its timeout: retried while this thread still runs
@@ -89,7 +89,7 @@ def test_stop_waits_for_a_stale_sync_thread_up_to_grace(db: Backend, caplog: pyt
     queue = Queue("s", max_workers=2, timeout=0.2)
     runs = Runs()
 
-    @queue.job("sync.slow", max_attempts=1)
+    @queue.job("sync.slow", max_attempts=1, isolation="in-process")
     def slow(ctx: JobContext, seconds: float) -> None:
         run = runs.start(ctx)
         time.sleep(seconds)
@@ -118,14 +118,14 @@ def test_per_key_one_holds_while_a_stale_attempt_runs_past_its_lease(db: Backend
     queue = Queue("k", max_workers=3, timeout=0.2, per_key=1)
     runs = Runs()
 
-    @queue.job("keyed.overrun", max_attempts=2)
+    @queue.job("keyed.overrun", max_attempts=2, isolation="in-process")
     def overrun(ctx: JobContext) -> None:
         run = runs.start(ctx)
         # attempt 1 outlives its timeout and its key lease (timeout + 1 s): the lease is renewed
         time.sleep(1.6 if ctx.attempt == 1 else 0.05)
         runs.end(run)
 
-    @queue.job("keyed.quick")
+    @queue.job("keyed.quick", isolation="in-process")
     def quick(ctx: JobContext) -> None:
         runs.end(runs.start(ctx))
 

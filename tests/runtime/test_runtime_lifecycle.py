@@ -338,7 +338,7 @@ def test_hard_stop_releases_a_running_sync_job(db: Backend) -> None:
     queue = Queue("q", max_workers=1, timeout=30)
     entered = threading.Event()
 
-    @queue.job("sync.stuck")
+    @queue.job("sync.stuck", isolation="in-process")
     def stuck(ctx: JobContext) -> None:
         entered.set()
         while not ctx.stop_requested:  # cooperative: returns once the runtime asks

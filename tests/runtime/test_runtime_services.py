@@ -8,7 +8,7 @@ import asyncio
 import dataclasses
 import inspect
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -276,6 +276,7 @@ def test_rescuer_pass_makes_an_expired_claim_retryable(db: Backend) -> None:
             stats=stats,
             wake_all=lambda: woken.append("all"),
             renew_in_flight=_nothing_in_flight,
+            crash_kinds=list,
         )
         job_ids.extend(await store.enqueue([_new_job("work", "k", lease_seconds=0.3)]))
         assert len(await store.claim("work", 1, "lost-worker")) == 1
@@ -371,7 +372,7 @@ class _CountingStore:
         if calls == 2:
             raise OSError("store away")  # logged; the loop carries on
 
-    async def rescue_expired(self) -> int:
+    async def rescue_expired(self, *, crash_kinds: Sequence[str] = ()) -> int:
         self.rescues += 1
         self._count(self.rescues)
         return 0
@@ -393,6 +394,7 @@ def test_rescuer_loop_rescues_every_interval_and_never_prunes() -> None:
         stats=RuntimeStats(),
         wake_all=lambda: None,
         renew_in_flight=_nothing_in_flight,
+        crash_kinds=list,
     )
     asyncio.run(asyncio.wait_for(rescuer.run(), 30))
     assert store.rescues == 250

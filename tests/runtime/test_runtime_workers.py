@@ -21,7 +21,7 @@ def test_async_and_sync_jobs_return_json_results(db: Backend) -> None:
     async def double(ctx: JobContext, n: int) -> dict[str, int]:
         return {"n": n * 2, "attempt": ctx.attempt}
 
-    @queue.job("sync.upper")
+    @queue.job("sync.upper", isolation="in-process")
     def upper(ctx: JobContext, text: str) -> str:
         assert threading.current_thread() is not threading.main_thread()
         return text.upper()
@@ -61,7 +61,7 @@ def test_max_workers_bounds_concurrency(db: Backend) -> None:
         await asyncio.sleep(0.05)
         leave("q")
 
-    @sync_queue.job("slow.sync")
+    @sync_queue.job("slow.sync", isolation="in-process")
     def slow_sync(ctx: JobContext) -> None:
         enter("s")
         time.sleep(0.05)
@@ -142,7 +142,7 @@ def test_sync_timeout_is_recorded_and_slot_held_until_thread_returns(db: Backend
     started: dict[str, float] = {}
     saw_stop = threading.Event()
 
-    @queue.job("sync.slow", max_attempts=1)
+    @queue.job("sync.slow", max_attempts=1, isolation="in-process")
     def sync_slow(ctx: JobContext) -> None:
         started["slow"] = time.monotonic()
         deadline = time.monotonic() + 0.8

@@ -270,6 +270,36 @@ def test_rescue_makes_expired_leases_retryable_or_failed(make_store: StoreFactor
     drive(make_store, scenario)
 
 
+def test_crash_counts_grow_by_a_crashed_attempt_and_by_a_lost_worker_that_ran_the_job_alone(
+    make_store: StoreFactory,
+) -> None:
+    async def scenario(store: Store) -> None:
+        (crasher,) = await store.enqueue([new_job(kind="in-process", lease_seconds=SHORT, max_attempts=10)])
+        (job,) = await store.claim("q", 1, "w0")
+        assert job.crashes == 0
+        await store.fail(crasher, job.token, error="crashed", traceback=None, retry_at=time.time(), crashed=True)
+        (job,) = await store.claim("q", 1, "w0")
+        assert (job.attempt, job.crashes) == (2, 1)
+        await store.fail(crasher, job.token, error="plain failure", traceback=None, retry_at=time.time())
+        # lost workers: one that ran the job alone, one that ran two, one whose kind is not a crash kind
+        (alone,) = await store.claim("q", 1, "w1")
+        together = await store.enqueue(
+            [new_job(kind="in-process", lease_seconds=SHORT, max_attempts=10) for _ in range(2)]
+        )
+        assert {job.id for job in await store.claim("q", 2, "w2")} == set(together)
+        (isolated,) = await store.enqueue([new_job(kind="isolated", lease_seconds=SHORT, max_attempts=10)])
+        assert len(await store.claim("q", 1, "w3")) == 1
+        await asyncio.sleep(PAST_SHORT)
+        assert await store.rescue_expired(crash_kinds=["in-process"]) == 4
+        assert await store.rescue_expired(crash_kinds=["in-process"]) == 0  # counted once
+        await asyncio.sleep(PAST_SHORT)  # a rescued job is due within one lease (rescue_spread)
+        crashes = {job.id: job.crashes for job in await store.claim("q", 10, "w4")}
+        assert alone.id == crasher
+        assert crashes == {crasher: 2, together[0]: 0, together[1]: 0, isolated: 0}
+
+    drive(make_store, scenario)
+
+
 def test_a_late_result_of_a_rescued_job_counts_until_it_is_claimed_again(make_store: StoreFactory) -> None:
     async def scenario(store: Store) -> None:
         late, reclaimed = await store.enqueue([new_job(lease_seconds=SHORT), new_job(lease_seconds=SHORT)])

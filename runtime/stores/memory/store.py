@@ -16,6 +16,7 @@ import collections
 import heapq
 import itertools
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +73,7 @@ class _Job:
     result_json: str | None = None
     last_error: str | None = None
     last_traceback: str | None = None
+    crashes: int = 0
 
 
 @dataclass
@@ -226,6 +228,7 @@ class MemoryStore:
                     token=job.claims,
                     enqueued_at=job.enqueued_at,
                     run_at=job.run_at,
+                    crashes=job.crashes,
                 )
             )
         for entry in key_busy:
@@ -255,7 +258,16 @@ class MemoryStore:
             job.finished_at = now
             self._unlease(job)
 
-    async def fail(self, job_id: int, token: int, *, error: str, traceback: str | None, retry_at: float | None) -> None:
+    async def fail(
+        self,
+        job_id: int,
+        token: int,
+        *,
+        error: str,
+        traceback: str | None,
+        retry_at: float | None,
+        crashed: bool = False,
+    ) -> None:
         now = await self._begin()
         job = self._held(job_id, token)
         if job is None:
@@ -266,6 +278,7 @@ class MemoryStore:
         job.last_error = error
         job.last_traceback = traceback
         job.finished_at = now if final else None
+        job.crashes += int(crashed)
         self._unlease(job)
         if not final:
             self._make_runnable(job)
@@ -287,13 +300,14 @@ class MemoryStore:
     async def release(self, job_id: int, token: int) -> None:
         await self._unclaim(job_id, token, 0.0)
 
-    async def rescue_expired(self) -> int:
+    async def rescue_expired(self, *, crash_kinds: Sequence[str] = ()) -> int:
         now = await self._begin()
-        expired = [
-            job
-            for job in map(self._jobs.__getitem__, self._running)
-            if job.lease_until is not None and job.lease_until < now
-        ]
+        running = [self._jobs[job_id] for job_id in self._running]
+        expired = [job for job in running if job.lease_until is not None and job.lease_until < now]
+        jobs_per_worker = Counter(job.worker_id for job in running)
+        for job in expired:
+            if job.kind in crash_kinds and jobs_per_worker[job.worker_id] == 1:
+                job.crashes += 1  # its lost worker ran it alone: the only suspect (rescue_crashes.sql)
         for job in expired:
             final = job.attempt >= job.max_attempts
             job.state = FAILED if final else RETRYING

@@ -419,7 +419,16 @@ class PostgresStore:
         except (psycopg.DataError, UnicodeEncodeError) as exc:
             raise UnstorableJson(f"was refused by the PostgreSQL store: {exc}") from exc
 
-    async def fail(self, job_id: int, token: int, *, error: str, traceback: str | None, retry_at: float | None) -> None:
+    async def fail(
+        self,
+        job_id: int,
+        token: int,
+        *,
+        error: str,
+        traceback: str | None,
+        retry_at: float | None,
+        crashed: bool = False,
+    ) -> None:
         self._leased_by_claim.discard(attempt_holder(job_id, token))
         final = retry_at is None
         delay = 0.0 if retry_at is None else retry_at - self._clock()
@@ -432,6 +441,7 @@ class PostgresStore:
                     error,
                     traceback,
                     final,
+                    int(crashed),
                     job_id,
                     token,
                     self.channel,
@@ -450,8 +460,10 @@ class PostgresStore:
     async def release(self, job_id: int, token: int) -> None:
         await self._unclaim(job_id, token, 0.0)
 
-    async def rescue_expired(self) -> int:
+    async def rescue_expired(self, *, crash_kinds: Sequence[str] = ()) -> int:
         async with self._transaction() as cur:
+            if crash_kinds:  # one transaction, one now(): the jobs counted are the jobs rescued
+                await cur.execute(self._sql["rescue_crashes"], (list(crash_kinds),))
             await cur.execute(self._sql["rescue"])
             rows = await cur.fetchall()
             notices = [f"j {queue}" for queue in sorted({row[1] for row in rows if row[2] == "retrying"})]

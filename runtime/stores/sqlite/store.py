@@ -320,7 +320,16 @@ class SqliteStore:
         except (sqlite3.DataError, UnicodeEncodeError) as exc:
             raise UnstorableJson(f"was refused by the SQLite store: {exc}") from exc
 
-    async def fail(self, job_id: int, token: int, *, error: str, traceback: str | None, retry_at: float | None) -> None:
+    async def fail(
+        self,
+        job_id: int,
+        token: int,
+        *,
+        error: str,
+        traceback: str | None,
+        retry_at: float | None,
+        crashed: bool = False,
+    ) -> None:
         self._leased_by_claim.discard(attempt_holder(job_id, token))
 
         def fail(conn: sqlite3.Connection) -> None:
@@ -335,6 +344,7 @@ class SqliteStore:
                         error,
                         traceback,
                         now if final else None,
+                        int(crashed),
                         job_id,
                         token,
                     ),
@@ -358,10 +368,12 @@ class SqliteStore:
     async def release(self, job_id: int, token: int) -> None:
         await self._run(self._unclaim(job_id, token, 0.0))
 
-    async def rescue_expired(self) -> int:
+    async def rescue_expired(self, *, crash_kinds: Sequence[str] = ()) -> int:
         def rescue(conn: sqlite3.Connection) -> int:
             now = self._clock()
             with self._write(conn):
+                if crash_kinds:
+                    conn.execute(_SQL["rescue_crashes"], (now, json.dumps(list(crash_kinds))))
                 cur = conn.execute(_SQL["rescue"], (FAILED, RETRYING, now, now, now))
                 return cur.rowcount
 
