@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from typing import NamedTuple
 
-from corral.gates.analysis.modules import ModuleInfo
+from corral.gates.analysis.modules import Dependency, ModuleInfo, run_memo
 from corral.gates.analysis.project import Callee, Function, ProjectFunctions
 from corral.gates.analysis.scoped import ScopedVisitor
 from corral.gates.knowledge.network import NetworkCalls
@@ -37,13 +37,15 @@ class Reached(NamedTuple):
 
 
 class NetworkReach:
-    """What project functions reach, seen from one checked file (each function is walked once)."""
+    """What project functions reach, seen from one checked file. Each function is walked once per run in
+    this process, whichever file reaches it first: its answer, and the files the walk read, serve every
+    file that reaches it after."""
 
     def __init__(self, functions: ProjectFunctions) -> None:
         self.functions = functions
-        self._known: dict[Function, Reached | None] = {}
+        self._known: dict[Function, tuple[Reached | None, dict[str, Dependency]]] = run_memo("network reach")
         self._walking: set[Function] = set()
-        self._networks: dict[ModuleInfo, NetworkCalls] = {}
+        self._networks: dict[ModuleInfo, NetworkCalls] = run_memo("network calls")
 
     def of(self, callee: Callee) -> Reached | None:
         return self.walk(callee)[0]
@@ -58,21 +60,26 @@ class NetworkReach:
         """What `callee` reaches, and whether the answer is final: a function met again while it is being
         walked (a cycle) adds nothing there, so an empty answer that depended on it is not kept."""
         function = callee.function
-        if function in self._known:
-            found, complete = self._known[function], True
+        project = self.functions.project
+        known = self._known.get(function)
+        if known is not None:
+            found, read = known
+            project.replay(read)
+            complete = True
         elif function in self._walking:
             return None, False
         else:
             self._walking.add(function)
             try:
-                body = _Body(self, callee.module)
-                found = body.first(function)
+                with project.recording() as read:
+                    body = _Body(self, callee.module)
+                    found = body.first(function)
             finally:
                 self._walking.discard(function)
             complete = found is not None or body.complete
             if complete:
                 # Kept without this hop: another call site may name the function differently.
-                self._known[function] = found
+                self._known[function] = (found, read)
         return (found._replace(hops=(callee.shown, *found.hops)) if found is not None else None), complete
 
 
