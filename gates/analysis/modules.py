@@ -182,7 +182,17 @@ def scan_signature(root: Path, needle: bytes) -> tuple[tuple[str, ...], str]:
 
 
 def dependency_holds(root: Path, relpath: str, recorded: Dependency) -> bool:
-    """Whether a recorded dependency still holds: same stamp, else same content (or still missing)."""
+    """Whether a recorded dependency still holds: same stamp, else same content (or still missing). Asked
+    once per run for each (file, record): many cached results depend on the same few modules."""
+    memo: dict[tuple[str, str, Dependency], bool] = run_memo("dependency holds")
+    key = (str(root), relpath, recorded)
+    answer = memo.get(key)
+    if answer is None:
+        answer = memo[key] = _holds(root, relpath, recorded)
+    return answer
+
+
+def _holds(root: Path, relpath: str, recorded: Dependency) -> bool:
     if relpath.startswith(SCAN_PREFIX):
         return scan_signature(root, relpath[len(SCAN_PREFIX) :].encode("latin-1"))[1] == recorded[2]
     path = os.path.join(root, relpath)
