@@ -56,6 +56,7 @@ LOOP_TYPES = frozenset(
         "asyncio.base_events.BaseEventLoop",
     }
 )
+_LOOP_PACKAGES = frozenset(name.partition(".")[0] for name in LOOP_TYPES)
 _BUILTINS = frozenset(dir(builtins))
 TYPE_CHECKING_NAMES = frozenset({"typing.TYPE_CHECKING", "typing_extensions.TYPE_CHECKING"})
 
@@ -248,6 +249,9 @@ class ModuleNames:
         self._expression_scopes: dict[ExpressionScopeNode, Scope] = {}
         # Each class's methods with an instance parameter, until `_instance_attribute` first reads them.
         self._methods: dict[Scope, list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, Scope]]] = {}
+        # Whether an import met so far binds a name into a loop type's package: until one does, no annotation
+        # can resolve to a loop type (most modules never import asyncio), and none needs resolving.
+        self._imports_loop_package = False
         self._collect(tree.body, self.root)
 
     def scope_of(self, node: ScopeNode) -> Scope:
@@ -345,12 +349,14 @@ class ModuleNames:
                 else:
                     head = alias.name.partition(".")[0]
                     scope.bind(head, head, alias)
+                self._imports_loop_package |= alias.name.partition(".")[0] in _LOOP_PACKAGES
         elif isinstance(statement, ast.ImportFrom):
             origin = self.absolute_module(statement.level, statement.module)
             for alias in statement.names:
                 if alias.name != "*":
                     target = f"{origin}.{alias.name}" if origin else alias.name
                     scope.bind(alias.asname or alias.name, target, alias)
+                    self._imports_loop_package |= target.partition(".")[0] in _LOOP_PACKAGES
         elif isinstance(statement, ast.Assign):
             self._bind_assignment(statement, statement.targets, statement.value, scope)
         elif isinstance(statement, ast.AnnAssign):
@@ -436,6 +442,10 @@ class ModuleNames:
                         slot.extend(name for name in known if name not in slot)
 
     def _names_loop_type(self, annotation: ast.expr, scope: Scope) -> bool:
+        # A name resolves into a package only through an import binding it (or a value assigned from one);
+        # no factory makes a loop type.
+        if not self._imports_loop_package:
+            return False
         if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
             try:
                 annotation = ast.parse(annotation.value, mode="eval").body
