@@ -1,10 +1,12 @@
-"""What the benchmark scripts share: the Django source they measure on, and a timed run of a command."""
+"""What the benchmark scripts share: the real projects they measure on (Django's source, saleor's), and a timed
+run of a command."""
 
 from __future__ import annotations
 
 import compileall
 import importlib.util
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,6 +32,31 @@ def fetch_django(version: str) -> Path:
     (wheel,) = WORK.glob(f"[Dd]jango-{version}-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(source)
+    return source
+
+
+def fetch_saleor(repository: str) -> Path:
+    """saleor's source at the newest commit of `repository` (a git directory or a URL: cloned once, bare and
+    shallow, under WORK), exported under WORK as a plain tree, as Django's wheel is: not a git work tree."""
+    WORK.mkdir(exist_ok=True)
+    git_dir = Path(repository)
+    if not git_dir.is_dir():
+        git_dir = WORK / "saleor.git"
+        if not git_dir.is_dir():
+            subprocess.run(["git", "clone", "-q", "--bare", "--depth", "1", repository, str(git_dir)], check=True)
+    head = ["git", "--git-dir", str(git_dir)]
+    commit = subprocess.run([*head, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    source = WORK / f"saleor-{commit[:12]}"
+    if (source / "saleor").is_dir():
+        return source
+    unpacking = WORK / f"{source.name}.unpacking"
+    shutil.rmtree(unpacking, ignore_errors=True)
+    unpacking.mkdir()
+    archive = subprocess.Popen([*head, "archive", "HEAD"], stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", str(unpacking)], stdin=archive.stdout, check=True)
+    if archive.wait() != 0:
+        raise SystemExit(f"git archive failed in {git_dir}")
+    unpacking.rename(source)
     return source
 
 

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from corral.gates.analysis.names import ModuleNames, is_type_checking_test
 from corral.gates.source.discovery import module_name_for
@@ -99,14 +101,27 @@ class _Parsed(NamedTuple):
     module: ModuleInfo | None
 
 
-# Parsed modules by absolute path, validated by stamp on every use; project scans by (root, needle).
+# Parsed modules by absolute path, validated by stamp on every use; project scans by (root, needle); the
+# memos of `run_memo` by name.
 _PARSED: dict[str, _Parsed] = {}
 _SCANS: dict[tuple[str, bytes], tuple[str, ...]] = {}
+_RUN_MEMOS: dict[str, dict[Any, Any]] = {}
 
 
 def forget() -> None:
-    """Start a new run: project scans are recomputed (parsed modules are revalidated by stamp anyway)."""
+    """Start a new run: project scans and run memos are recomputed (parsed modules are revalidated by stamp
+    anyway)."""
     _SCANS.clear()
+    for memo in _RUN_MEMOS.values():
+        memo.clear()
+
+
+def run_memo(name: str) -> dict[Any, Any]:
+    """The memo called `name`, shared by every file this process checks in one run (`forget` empties it).
+    For answers about project modules that hold while the files do, as within a run: an answer that read
+    other modules keeps what it read (`ProjectModules.recording`), and each file it serves records that
+    as its own dependencies (`ProjectModules.replay`)."""
+    return _RUN_MEMOS.setdefault(name, {})
 
 
 def content_digest(data: bytes) -> str:
@@ -167,7 +182,17 @@ def scan_signature(root: Path, needle: bytes) -> tuple[tuple[str, ...], str]:
 
 
 def dependency_holds(root: Path, relpath: str, recorded: Dependency) -> bool:
-    """Whether a recorded dependency still holds: same stamp, else same content (or still missing)."""
+    """Whether a recorded dependency still holds: same stamp, else same content (or still missing). Asked
+    once per run for each (file, record): many cached results depend on the same few modules."""
+    memo: dict[tuple[str, str, Dependency], bool] = run_memo("dependency holds")
+    key = (str(root), relpath, recorded)
+    answer = memo.get(key)
+    if answer is None:
+        answer = memo[key] = _holds(root, relpath, recorded)
+    return answer
+
+
+def _holds(root: Path, relpath: str, recorded: Dependency) -> bool:
     if relpath.startswith(SCAN_PREFIX):
         return scan_signature(root, relpath[len(SCAN_PREFIX) :].encode("latin-1"))[1] == recorded[2]
     path = os.path.join(root, relpath)
@@ -196,6 +221,34 @@ class ProjectModules:
         self.root = root
         self.own_relpath = own_relpath
         self.dependencies = dependencies
+        self._recordings: list[dict[str, Dependency]] = []
+
+    def _record(self, relpath: str, dependency: Dependency) -> None:
+        if relpath != self.own_relpath:
+            self.dependencies[relpath] = dependency
+        if self._recordings:
+            # The checked file's own path too: an answer kept for other files depends on it.
+            self._recordings[-1][relpath] = dependency
+
+    @contextmanager
+    def recording(self) -> Iterator[dict[str, Dependency]]:
+        """Every file read (or probed and found missing) inside the block, the checked file's own included:
+        what an answer computed there depends on, wherever it is used again (see `replay`). Recordings nest:
+        what an inner one recorded is recorded by the one around it."""
+        recorded: dict[str, Dependency] = {}
+        self._recordings.append(recorded)
+        try:
+            yield recorded
+        finally:
+            self._recordings.pop()
+            if self._recordings:
+                self._recordings[-1].update(recorded)
+
+    def replay(self, recorded: dict[str, Dependency]) -> None:
+        """Record what an answer computed for another file (inside `recording`) depended on: reusing the
+        answer makes this file depend on the same files."""
+        for relpath, dependency in recorded.items():
+            self._record(relpath, dependency)
 
     def module(self, dotted: str) -> ModuleInfo | None:
         """The project module named `dotted`, or None when no file under the root holds it."""
@@ -215,25 +268,22 @@ class ProjectModules:
                 with open(path, "rb") as handle:
                     data = handle.read()
             except OSError:
-                if candidate != self.own_relpath:
-                    self.dependencies[candidate] = MISSING
+                self._record(candidate, MISSING)
                 continue
-            if candidate != self.own_relpath:
-                self.dependencies[candidate] = (status.st_mtime_ns, status.st_size, content_digest(data))
+            self._record(candidate, (status.st_mtime_ns, status.st_size, content_digest(data)))
             return data
         return None
 
     def file(self, relpath: str) -> ModuleInfo | None:
         """The module in the project file `relpath`, recorded as a dependency whether it exists or not."""
         parsed = _read(os.path.join(self.root, relpath), relpath)
-        if relpath != self.own_relpath:
-            self.dependencies[relpath] = MISSING if parsed is None else (*parsed.stamp, parsed.digest)
+        self._record(relpath, MISSING if parsed is None else (*parsed.stamp, parsed.digest))
         return None if parsed is None else parsed.module
 
     def files_containing(self, needle: bytes) -> tuple[str, ...]:
         """Project files whose bytes contain `needle`; the answer (the list itself) is a dependency."""
         found, digest = scan_signature(self.root, needle)
-        self.dependencies[SCAN_PREFIX + needle.decode("latin-1")] = (0, 0, digest)
+        self._record(SCAN_PREFIX + needle.decode("latin-1"), (0, 0, digest))
         return found
 
     def origins(self, dotted: str, depth: int = 0) -> list[tuple[str, tuple[str, ...]]] | None:

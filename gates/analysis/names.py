@@ -56,6 +56,7 @@ LOOP_TYPES = frozenset(
         "asyncio.base_events.BaseEventLoop",
     }
 )
+_LOOP_PACKAGES = frozenset(name.partition(".")[0] for name in LOOP_TYPES)
 _BUILTINS = frozenset(dir(builtins))
 TYPE_CHECKING_NAMES = frozenset({"typing.TYPE_CHECKING", "typing_extensions.TYPE_CHECKING"})
 
@@ -263,6 +264,9 @@ class ModuleNames:
         # Each class body's annotations without a value (`http: httpx.Client`, a dataclass field): they
         # bind no name, yet declare what the instances' attribute holds.
         self.class_annotations: dict[Scope, dict[str, ast.AnnAssign]] = {}
+        # Whether an import met so far binds a name into a loop type's package: until one does, no annotation
+        # can resolve to a loop type (most modules never import asyncio), and none needs resolving.
+        self._imports_loop_package = False
         self._collect(tree.body, self.root)
 
     def scope_of(self, node: ScopeNode) -> Scope:
@@ -385,12 +389,14 @@ class ModuleNames:
                 else:
                     head = alias.name.partition(".")[0]
                     scope.bind(head, head, alias)
+                self._imports_loop_package |= alias.name.partition(".")[0] in _LOOP_PACKAGES
         elif isinstance(statement, ast.ImportFrom):
             origin = self.absolute_module(statement.level, statement.module)
             for alias in statement.names:
                 if alias.name != "*":
                     target = f"{origin}.{alias.name}" if origin else alias.name
                     scope.bind(alias.asname or alias.name, target, alias)
+                    self._imports_loop_package |= target.partition(".")[0] in _LOOP_PACKAGES
         elif isinstance(statement, ast.Assign):
             self._bind_assignment(statement, statement.targets, statement.value, scope)
         elif isinstance(statement, ast.AnnAssign):
@@ -479,6 +485,10 @@ class ModuleNames:
                             found.setdefault(element.attr, []).append(AttributeSite(None, None, scope))
 
     def _names_loop_type(self, annotation: ast.expr, scope: Scope) -> bool:
+        # A name resolves into a package only through an import binding it (or a value assigned from one);
+        # no factory makes a loop type.
+        if not self._imports_loop_package:
+            return False
         if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
             try:
                 annotation = ast.parse(annotation.value, mode="eval").body

@@ -41,6 +41,7 @@ from typing import NamedTuple, TypeVar
 
 from corral.gates.analysis.modules import MAX_REEXPORTS, ModuleInfo, ProjectModules
 from corral.gates.analysis.names import Scope
+from corral.gates.source.prefilter import ends_word, starts_word
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -128,12 +129,42 @@ def may_bind_function(data: bytes, name: str) -> bool:
     """Whether a module's bytes may bind `name` to a function: a `def` of it or an import that may
     re-export it (the name on an import's line, or on a line of names continuing one). Most names a
     transaction's calls reach through modules are classes, exceptions and instances: their modules need
-    no parse."""
-    word = re.escape(name.encode())
-    pattern = rb"\bdef\s+%(w)s\b|\bimport\b[^\n]*\b%(w)s\b|^[ \t\w,(\\]*\b%(w)s\b[ \t\w,)\\]*(?:#[^\n]*)?$" % {
-        b"w": word
-    }
-    return re.search(pattern, data, re.MULTILINE) is not None
+    no parse. Read at each place the name occurs as a whole word, so the search skips ahead to it."""
+    word = name.encode("utf-8", "surrogatepass")
+    position = data.find(word)
+    while position != -1:
+        end = position + len(word)
+        if starts_word(data, position, after_dot=True) and ends_word(data, end):
+            line_start = data.rfind(b"\n", 0, position) + 1
+            line_end = data.find(b"\n", end)
+            before = data[line_start:position]
+            if (
+                _follows_def(data, position)
+                or _IMPORT_WORD.search(before) is not None
+                or (
+                    _NAMES_BEFORE.fullmatch(before) is not None
+                    and _NAMES_AFTER.fullmatch(data, end, len(data) if line_end == -1 else line_end) is not None
+                )
+            ):
+                return True
+        position = data.find(word, position + 1)
+    return False
+
+
+# `import` as a word (after a dot too); a line of names (continuing an import) up to the name and after it, its
+# line ending `\r\n` or `\n`.
+_IMPORT_WORD = re.compile(rb"(?<![\w\x80-\xff])import(?![\w\x80-\xff])")
+_NAMES_BEFORE = re.compile(rb"[ \t\r\w,(\\\x80-\xff]*")
+_NAMES_AFTER = re.compile(rb"[ \t\r\w,)\\\x80-\xff]*(?:#[^\n]*)?")
+_SPACING = frozenset(b" \t\n\r\f\v\\")
+
+
+def _follows_def(data: bytes, position: int) -> bool:
+    """Whether the word at `position` is the name of a `def` (across spaces and line continuations)."""
+    start = position
+    while start > 0 and data[start - 1] in _SPACING:
+        start -= 1
+    return start < position and data[start - 3 : start] == b"def" and starts_word(data, start - 3, after_dot=True)
 
 
 def may_bind_value(data: bytes, name: str) -> bool:

@@ -21,6 +21,7 @@ def _check(args: argparse.Namespace) -> int:
     gc.disable()
     from corral.gates.config import load_config
     from corral.gates.engine.run import check_paths
+    from corral.gates.findings import code_family
     from corral.gates.outputs import FORMATS
 
     paths = args.paths or ["."]
@@ -28,15 +29,16 @@ def _check(args: argparse.Namespace) -> int:
     if args.strict:
         config = config._replace(strict=True)
     result = check_paths(paths, config, use_cache=not args.no_cache)
-    # The budget table needs the CRL3 rule's module (and so the rules): only a project whose reports hold
-    # something (a runtime, a job kind) can need it, and a warm run of any other loads no rule.
-    if args.format == "text" and (args.budget or any(result.reports.values())):
-        from corral.gates.rules.connection_budget import ConnectionBudget, ConnectionBudgetCheck, render_budget
+    # The budget table needs the CRL3 rule's module (and so every rule): it is printed when asked for or
+    # when a budget is over or unproven (a CRL3 finding), and a warm run of any other project, one with job
+    # kinds included, loads no rule.
+    if args.format == "text" and (
+        args.budget or any(code_family(finding.code) == "CRL3" for finding in result.findings)
+    ):
+        from corral.gates.rules.connection_budget import ConnectionBudgetCheck, render_budget
 
-        over_budget = any(finding.code in ConnectionBudget.codes for finding in result.findings)
-        if args.budget or over_budget:
-            # Before the findings, so the summary line stays the last line.
-            sys.stdout.write(render_budget(result.reports.get(ConnectionBudgetCheck.REPORT, [])))
+        # Before the findings, so the summary line stays the last line.
+        sys.stdout.write(render_budget(result.reports.get(ConnectionBudgetCheck.REPORT, [])))
     sys.stdout.write(FORMATS[args.format](result))
     return EXIT_FINDINGS if result.findings else EXIT_CLEAN
 

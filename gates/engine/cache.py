@@ -56,6 +56,8 @@ class DamagedCache(Exception):
 
 
 Stamp = tuple[int, int]  # a file's modification time (ns) and size
+# The stored form of a result with no finding, no fact and no dependency.
+_NOTHING_FOUND: list[Any] = [[], {}]
 
 
 class Cache:
@@ -114,6 +116,8 @@ class Cache:
         entry = self.results.get(key)
         if entry is None:
             return None
+        if entry == _NOTHING_FOUND:
+            return FileResult()  # most files: read back without building anything
         try:
             findings, facts, *rest = entry
             dependencies = {name: (int(a), int(b), str(c)) for name, (a, b, c) in (rest[0] if rest else {}).items()}

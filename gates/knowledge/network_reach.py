@@ -16,7 +16,7 @@ import ast
 import weakref
 from typing import TYPE_CHECKING, NamedTuple
 
-from corral.gates.analysis.modules import ModuleInfo
+from corral.gates.analysis.modules import Dependency, ModuleInfo, run_memo
 from corral.gates.analysis.names import Scope
 from corral.gates.analysis.project import Callee, Function, ProjectFunctions
 from corral.gates.analysis.scoped import ScopedVisitor
@@ -73,16 +73,19 @@ class NetworkUse(NamedTuple):
 
 
 class NetworkReach:
-    """What project functions reach, seen from one checked file (each function is walked once)."""
+    """What project functions reach, seen from one checked file. Each function is walked once per run in
+    this process, whichever file reaches it first: its answer, and the files the walk read, serve every
+    file that reaches it after."""
 
     def __init__(self, functions: ProjectFunctions) -> None:
         self.functions = functions
-        self._known: dict[Function, list[NetworkUse]] = {}
+        # Each function's uses and the files its walk read, for every file of the run in this process.
+        self._known: dict[Function, tuple[list[NetworkUse], dict[str, Dependency]]] = run_memo("network reach")
         # A function walked while a cycle through it was open: what it reaches short of the functions cut,
         # which stays exact while they are still being walked (and saves walking it again per path).
         self._partial: dict[Function, tuple[list[NetworkUse], frozenset[Function]]] = {}
         self._walking: set[Function] = set()
-        self._networks: dict[ModuleInfo, NetworkCalls] = {}
+        self._networks: dict[ModuleInfo, NetworkCalls] = run_memo("network calls")
 
     @classmethod
     def of_file(cls, context: FileContext) -> NetworkReach:
@@ -111,9 +114,13 @@ class NetworkReach:
         """What `callee` reaches, and the functions whose walk was cut short because they were being walked
         already (a cycle): an answer that depended on a cut is kept only once the cycle's head is done."""
         function = callee.function
+        project = self.functions.project
         known = self._known.get(function)
         if known is not None:
-            return known, set()
+            uses, read = known
+            # Reusing an answer walked for another file: this file depends on what that walk read.
+            project.replay(read)
+            return uses, set()
         if function in self._walking:
             return [], {function}
         partial = self._partial.get(function)
@@ -121,15 +128,16 @@ class NetworkReach:
             return partial[0], set(partial[1])
         self._walking.add(function)
         try:
-            body = _Body(self, callee.module)
-            uses = body.collect(function)
+            with project.recording() as read:
+                body = _Body(self, callee.module)
+                uses = body.collect(function)
         finally:
             self._walking.discard(function)
         body.cut.discard(function)
         if body.cut:
             self._partial[function] = uses, frozenset(body.cut)
         else:
-            self._known[function] = uses
+            self._known[function] = (uses, read)
             self._partial.pop(function, None)
         return uses, body.cut
 

@@ -77,6 +77,12 @@ def parse(text: str, filename: str) -> ast.Module:
         raise Uncheckable("is nested too deeply for Python's parser") from None
     except ValueError as error:
         raise Uncheckable(str(error)) from None
+    from corral.gates.source.type_parameters import lower_type_parameters
+
+    # The common case, PEP 695 type parameters on Python 3.10/3.11, needs no libcst.
+    lowered = lower_type_parameters(text)
+    if lowered is not None:
+        return lowered
     from corral.gates.source.lowering import parse_lowered
 
     try:

@@ -8,6 +8,8 @@ import sys
 import textwrap
 
 from conftest import run_corral
+from corral.gates.rules import FAMILIES
+from corral.gates.rules.connection_budget import ConnectionBudget
 
 SEED_QUEUES = """
     from corral.runtime import Queue
@@ -253,3 +255,43 @@ def test_a_cached_fact_that_does_not_read_back_costs_one_cold_run(project) -> No
     assert again.returncode == cold.returncode == 1, again.stderr
     assert json.loads(again.stdout)["findings"] == json.loads(cold.stdout)["findings"]
     assert json.loads(again.stdout)["budget"] == json.loads(cold.stdout)["budget"]
+
+
+def test_the_budget_table_is_printed_unasked_for_the_budget_rules_findings_only() -> None:
+    # `corral check` tells them by their family, without loading the rules (see the next test).
+    assert FAMILIES["CRL3"] == tuple(ConnectionBudget.codes)
+
+
+def test_a_warm_text_run_of_a_project_with_job_kinds_and_no_runtime_loads_no_rule(project) -> None:
+    root = project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "app/__init__.py": "",
+            "app/tasks.py": """
+                from celery import shared_task
+                @shared_task(time_limit=30)
+                def index():
+                    pass
+                """,
+        }
+    )
+    cold = run_corral("check", cwd=root)
+    assert cold.returncode == 0, cold.stdout
+    warm = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from corral.gates.cli.main import main; code = main(['check']); "
+            "print(sorted(m for m in sys.modules if m.startswith('corral.gates.rules')), file=sys.stderr); "
+            "sys.exit(code)",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert warm.returncode == 0, warm.stdout + warm.stderr
+    assert warm.stdout == cold.stdout
+    assert warm.stderr.strip() == "[]", f"a warm run loaded rule modules: {warm.stderr}"
+    jobs = run_corral("check", "--format", "json", cwd=root)
+    assert [kind["kind"] for kind in json.loads(jobs.stdout)["jobs"]] == ["index"]

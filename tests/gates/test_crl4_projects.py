@@ -101,6 +101,12 @@ def test_a_module_read_without_a_parse_is_a_dependency_too(project) -> None:
         (b"class notify(Exception):\n    pass\n", False),
         (b"notify = Signal()\n", False),
         (b"notifier = 1\ndef notify_all(): pass\n", False),
+        # Read at every place the name occurs, not only the first.
+        (b"x = notify\nnotify.send()\ndef notify(): pass\n", True),
+        (b"y = notify  # notify\nfrom x import (\r\n    a,\r\n    notify,\r\n)\r\n", True),
+        (b"def \\\n    notify(): pass\n", True),
+        (b"notify()\nx.notify = 1\nundef.notify = 2\n", False),
+        (b"import_notify = 1\nnotify_import = notify\n", False),
     ],
 )
 def test_a_module_is_parsed_when_its_bytes_may_bind_the_function(data: bytes, may: bool) -> None:
@@ -172,3 +178,44 @@ def test_a_cached_result_follows_the_base_class_it_inherited_from(tmp_path: Path
         "Partner.notify() -> httpx.Client.post (app/partners.py:13)",
         "notify() -> Partner.notify() -> httpx.Client.post (app/partners.py:13)",
     ]
+
+
+def test_a_helper_walked_once_for_several_files_is_a_dependency_of_each(project) -> None:
+    # One run walks `relay` once, for whichever file reaches it first, and serves that answer to the others:
+    # each must still depend on every module the walk read, the first file's own module included.
+    transaction_calling_relay = """
+        from django.db import transaction
+        from app.relay import relay
+        def place(url):
+            with transaction.atomic():
+                relay(url)
+        """
+    root = project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "app/__init__.py": "",
+            "app/helpers.py": """
+                from django.db import transaction
+                from app.relay import relay
+                def post(url):
+                    return url
+                def save(url):
+                    with transaction.atomic():
+                        relay(url)
+                """,
+            "app/relay.py": "from app.helpers import post\n\n\ndef relay(url):\n    post(url)\n",
+            "app/views.py": transaction_calling_relay,
+            "app/refunds.py": transaction_calling_relay,
+        }
+    )
+    assert findings(root) == []  # warms the cache
+    helpers = root / "app" / "helpers.py"
+    helpers.write_text("import requests\n" + helpers.read_text().replace("return url", "return requests.post(url)"))
+    chain = "relay() -> post() -> requests.post (app/helpers.py:5)"
+    expected = [
+        f"app/helpers.py:8:9: CRL401 {chain} {ADVICE}",
+        f"app/refunds.py:5:9: CRL401 {chain} {ADVICE}",
+        f"app/views.py:5:9: CRL401 {chain} {ADVICE}",
+    ]
+    assert findings(root) == expected
+    assert findings(root, "--no-cache") == expected

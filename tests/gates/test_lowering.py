@@ -182,3 +182,60 @@ def test_parenthesising_an_except_tuple_shifts_at_most_the_rest_of_its_line() ->
 def test_fstring_becomes_a_tuple_of_its_fields_in_place() -> None:
     source = 'x = f"a{b["k"]!r:>{width}}c{d=}"\n'
     assert lowering.lower_source(source, "x.py") == 'x = (   b["k"],    width,   d, )\n'
+
+
+TYPE_PARAMETER_SOURCES = [
+    "def first[T](items: list[T]) -> T:\n    return items[0]\n",
+    "class Box[T: (int, str), *Ts, **P](Base, metaclass=Meta):\n    x: T\n",
+    "async def f[T: dict[str, int] = dict, U = int,](x):\n    await g(x, timeout=5)\n",
+    "def f[\n    T,  # a comment\n    U: 'int',\n](x): pass\n",
+    "type Alias = dict[str, int]\ntype Pair[T] = tuple[T, T]\nclass C:\n    type Inner[T]=list[T]\n",
+    "import type as t\nx = {'é': 1}\ndef é[T](é: T): return f'{é}'\r\n",
+]
+NOT_TYPE_PARAMETER_SOURCES = [
+    "def f[](): pass\n",  # empty: invalid on every version
+    "def f[T: ](): pass\n",
+    "def f[T = 1 = 2](): pass\n",
+    "def f[*Ts: int](): pass\n",
+    "x = 1; type X = int\n",  # an alias where the scan does not look: left to libcst
+    "def f[T](): return f'{'nested'}'\n",  # other newer syntax too
+    "def f(): pass\n",  # nothing to lower
+]
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the running ast reads type parameters itself")
+@pytest.mark.parametrize("source", TYPE_PARAMETER_SOURCES)
+def test_type_parameters_are_lowered_without_libcst_as_libcst_lowers_them(source: str) -> None:
+    from corral.gates.source.type_parameters import lower_type_parameters
+
+    fast = lower_type_parameters(source)
+    assert fast is not None
+    assert ast.dump(fast, include_attributes=True) == ast.dump(
+        lowering.parse_lowered(source, "x.py"), include_attributes=True
+    )
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the running ast reads type parameters itself")
+@pytest.mark.parametrize("source", NOT_TYPE_PARAMETER_SOURCES)
+def test_other_shapes_are_left_to_libcst(source: str) -> None:
+    from corral.gates.source.type_parameters import lower_type_parameters
+
+    assert lower_type_parameters(source) is None
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the running ast reads type parameters itself")
+def test_a_file_with_only_type_parameters_is_checked_without_loading_libcst(tmp_path: Path) -> None:
+    import subprocess
+
+    (tmp_path / "pyproject.toml").write_text("[tool.corral]\n")
+    (tmp_path / "jobs.py").write_text("import threading\ndef start[T](x: T) -> None:\n    threading.Thread().start()\n")
+    script = (
+        "import sys; from corral.gates.cli.main import main; code = main(['check', '--no-cache']); "
+        "print('libcst' in sys.modules, file=sys.stderr); sys.exit(code)"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert completed.returncode == 1, completed.stdout + completed.stderr
+    assert "jobs.py:3:5: CRL101" in completed.stdout
+    assert completed.stderr.strip() == "False"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from corral.gates.analysis.names import LOCAL, ModuleNames, Scope, lookup_in
+from corral.gates.analysis.names import FACTORIES, LOCAL, LOOP, LOOP_TYPES, ModuleNames, Scope, lookup_in
 from corral.gates.analysis.scoped import ScopedVisitor, scoped_nodes
 from corral.gates.knowledge.network import NetworkCalls
 
@@ -213,3 +213,30 @@ def test_a_name_bound_to_several_known_names_resolves_to_each() -> None:
     # The single answer `resolve` gives is one of them; a local value has no candidates.
     assert names.resolve(ast.parse("threading", mode="eval").body, root) in root.lookup_all("threading")
     assert root.lookup_all("undefined_name") == []
+
+
+def test_annotations_name_loop_types_only_through_an_import_of_their_package() -> None:
+    # The pre-pass reads no annotation until an import binds a name into a loop type's package: no factory
+    # makes a loop type, so nothing else can resolve to one.
+    assert not {made.partition(".")[0] for made in FACTORIES.values()} & {name.partition(".")[0] for name in LOOP_TYPES}
+    function_source = (
+        'def late(loop: AbstractEventLoop, other: "aio.AbstractEventLoop", third: events.AbstractEventLoop):\n'
+        "    pass\n"
+    )
+    for imports, expected in (
+        ("", []),
+        ("from asyncio import AbstractEventLoop\n", ["loop"]),
+        ("import asyncio as aio\n", ["other"]),
+        ("from asyncio import events\n", ["third"]),
+    ):
+        tree = ast.parse(imports + function_source)
+        names = ModuleNames(tree, "app.module")
+        function = next(node for node in tree.body if isinstance(node, ast.FunctionDef))
+        bound = names.scope_of(function).bindings
+        assert [name for name, target in bound.items() if target == LOOP] == expected, imports
+    # Inside the asyncio package, a relative import reaches the loop types too.
+    tree = ast.parse("from .events import AbstractEventLoop\ndef f(loop: AbstractEventLoop): pass\n")
+    names = ModuleNames(tree, "asyncio.tasks")
+    function = tree.body[1]
+    assert isinstance(function, ast.FunctionDef)
+    assert names.scope_of(function).bindings["loop"] == LOOP
