@@ -88,8 +88,12 @@ def check_source(
     source = Source(searchable, relpath)
     rules = tuple(rule for rule in rules_for(relpath, config) if not prefilter or rule.might_match(source, config))
     if not rules:
-        return FileResult()
-    return _run_rules(relpath, text, guide, config, rules, tree)
+        return FileResult(dependencies=source.dependencies or None)
+    result = _run_rules(relpath, text, guide, config, rules, tree)
+    if source.dependencies:
+        # What the prefilters read decided which rules ran: the result holds only while that does too.
+        result = result._replace(dependencies={**source.dependencies, **(result.dependencies or {})})
+    return result
 
 
 def _run_rules(
