@@ -22,12 +22,12 @@ not seen. Functions and lambdas defined but not called, and callables handed on
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterator, Sequence
 from functools import cached_property
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 from corral.gates.analysis.context import FileContext
+from corral.gates.analysis.modules import ProjectModules
 from corral.gates.analysis.names import Scope, lookup_in
 from corral.gates.analysis.project import ProjectFunctions
 from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning
@@ -36,28 +36,23 @@ from corral.gates.config import Config
 from corral.gates.findings import Finding
 from corral.gates.knowledge.network import NetworkCall, NetworkCalls
 from corral.gates.knowledge.network_reach import NetworkReach, Reached
+from corral.gates.knowledge.transaction_scopes import (
+    DJANGO_ATOMIC,
+    OPENER_BYTES,
+    OPENERS,
+    WRAPPER_WORDS,
+    Transaction,
+    TransactionScopes,
+    wrapper_pattern,
+)
 from corral.gates.rules.base import Rule
 from corral.gates.source.prefilter import Source
 
-DJANGO_ATOMIC = "django.db.transaction.atomic"
 ON_COMMIT = "django.db.transaction.on_commit"
-# Methods that open a transaction when used as a context manager (or decorator), whatever the object.
-OPENERS = frozenset({"begin", "begin_nested", "transaction", "atomic"})
 DJANGO_ADVICE = "make the call after commit (transaction.on_commit) or outside the transaction"
 ADVICE = "make the call outside the transaction, after it commits"
 
-# Every scope names Django's `atomic` as a whole word (in the call, the decorator or the import binding
-# an alias to it), or an opener as an attribute: after a dot, across spaces, continuations and comments.
-_OPENER = re.compile(rb"\batomic\b|\.(?:\s|\\|#[^\n]*)*(?:atomic|begin|begin_nested|transaction)\b")
-
 LocalCallable = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
-
-
-class Transaction(NamedTuple):
-    """An open transaction scope as shown in messages (`transaction.atomic()`, `@db.atomic()`)."""
-
-    shown: str
-    django: bool
 
 
 class NetworkInTransaction(Rule, ScopedVisitor):
@@ -141,12 +136,14 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         self.network = NetworkCalls(context.tree, names)
         # Outside a transaction only statements that can open one need a visit: they mention an opener or
         # an alias of Django's atomic. Inside one, every statement is visited.
-        words = set(OPENERS)
+        # The project's transaction wrappers (and the names this file binds to one) open one too.
+        wrappers = StaticValues.of(context).project.summary(WRAPPER_WORDS)
+        words = {*OPENERS, *wrappers}
         words.update(
             alias
             for scope in (names.root, *names.scopes.values())
             for alias, target in scope.bindings.items()
-            if target == DJANGO_ATOMIC
+            if target == DJANGO_ATOMIC or target.rpartition(".")[2] in wrappers
         )
         self.outside_lines = lines_mentioning(context.text, words)
         ScopedVisitor.__init__(self, names, self.outside_lines)
@@ -163,6 +160,11 @@ class NetworkInTransaction(Rule, ScopedVisitor):
     def reach(self) -> NetworkReach:
         """What the project functions called inside a transaction reach (other modules read on demand)."""
         return NetworkReach(ProjectFunctions(StaticValues.of(self.context).project))
+
+    @cached_property
+    def scopes(self) -> TransactionScopes:
+        """What opens a transaction here: the APIs and the project's wrappers of them."""
+        return TransactionScopes(self.reach.functions)
 
     @cached_property
     def callables(self) -> dict[Scope, dict[str, list[tuple[LocalCallable, Scope]]]]:
@@ -185,8 +187,12 @@ class NetworkInTransaction(Rule, ScopedVisitor):
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:
         # The substring test is much cheaper than the search and rules most files out. A file need not
-        # import a network API itself: a project function it calls inside a transaction may.
-        return source.has(b"atomic", b"begin", b"transaction") and _OPENER.search(source.data) is not None
+        # import a network API itself: a project function it calls inside a transaction may. Nor need it
+        # name an opener: it may use a project wrapper of one, named in the project's summary.
+        if source.has(b"atomic", b"begin", b"transaction") and OPENER_BYTES.search(source.data) is not None:
+            return True
+        wrappers = ProjectModules(config.root, source.relpath, source.dependencies).summary(WRAPPER_WORDS)
+        return bool(wrappers) and wrapper_pattern(wrappers).search(source.data) is not None
 
     def check(self) -> Iterator[Finding]:
         self.visit(self.context.tree)
@@ -195,14 +201,8 @@ class NetworkInTransaction(Rule, ScopedVisitor):
     # -- transaction scopes ------------------------------------------------------------------------
 
     def _opened_by(self, expression: ast.expr, *, decorator: bool) -> Transaction | None:
-        target = expression.func if isinstance(expression, ast.Call) else expression
-        django = self.resolve(target) == DJANGO_ATOMIC
-        if not django and not (isinstance(target, ast.Attribute) and target.attr in OPENERS):
-            return None
-        shown = ast.unparse(target)
-        if isinstance(expression, ast.Call):
-            shown += "(...)" if expression.args or expression.keywords else "()"
-        return Transaction(f"@{shown}" if decorator else shown, django)
+        module = StaticValues.of(self.context).module
+        return self.scopes.opened_by(expression, self.scope, module, decorator=decorator)
 
     def _run(self, scope: Scope, parts: Sequence[ast.AST], transactions: list[Transaction]) -> None:
         outer = self.transactions, self.lines

@@ -104,3 +104,94 @@ def test_a_module_read_without_a_parse_is_a_dependency_too(project) -> None:
 )
 def test_a_module_is_parsed_when_its_bytes_may_bind_the_function(data: bytes, may: bool) -> None:
     assert may_bind_function(data, "notify") is may
+
+
+@pytest.fixture
+def wrappers(tmp_path: Path) -> Path:
+    target = tmp_path / "wrappers"
+    shutil.copytree(PROJECTS / "wrappers", target)
+    return target
+
+
+def in_helper(where: str, opener: str = "transaction.atomic()") -> str:
+    return f"({where}: {opener}); make the call after commit (transaction.on_commit) or outside the transaction"
+
+
+def test_project_wrappers_are_transaction_scopes_where_they_are_used(wrappers: Path) -> None:
+    post = "notify_partner() -> requests.post (app/partners.py:5)"
+    assert findings(wrappers, "--no-cache") == [
+        f"app/commit.py:26:9: CRL401 requests.post inside local_block() {in_helper('app/commit.py:20')}",
+        f"app/views.py:29:9: CRL401 requests.post inside db_transaction() {in_helper('app/db.py:17')}",
+        f"app/views.py:34:9: CRL401 {post} inside atomic_block() {in_helper('app/db.py:17')}",
+        "app/views.py:39:9: CRL401 requests.post inside session_scope(...) (app/db.py:23: session.begin()); "
+        "make the call outside the transaction, after it commits",
+        "app/views.py:44:9: CRL401 requests.post inside outer_block() (app/db.py:29: db_transaction() "
+        "(app/db.py:17: transaction.atomic())); make the call after commit (transaction.on_commit) or outside the "
+        "transaction",
+        f"app/views.py:49:9: CRL401 requests.post inside Tx() {in_helper('app/db.py:35')}",
+        f"app/views.py:54:5: CRL401 requests.post inside @transactional {in_helper('app/db.py:46')}",
+        f"app/views.py:59:5: CRL401 {post} inside @atomic_view {in_helper('app/db.py:53', '@transaction.atomic')}",
+        "app/views.py:64:5: CRL401 requests.post inside @atomic_on(...) "
+        + in_helper("app/db.py:58", "@transaction.atomic(...)"),
+        f"app/views.py:69:5: CRL401 requests.post inside @db_transaction() {in_helper('app/db.py:17')}",
+    ]
+
+
+def test_a_cached_result_follows_the_wrapper_it_used(wrappers: Path) -> None:
+    assert len(findings(wrappers)) == 10  # warms the cache
+    db = wrappers / "app" / "db.py"
+    original = db.read_text()
+    # db_transaction now yields after its transaction: its uses (and outer_block's, and the re-export's) are clean.
+    db.write_text(original.replace("    with transaction.atomic():\n        yield\n\n\n@acm", "    yield\n\n\n@acm", 1))
+    assert [line.split(": CRL401 ")[0] for line in findings(wrappers)] == [
+        "app/commit.py:26:9",
+        "app/views.py:39:9",
+        "app/views.py:49:9",
+        "app/views.py:54:5",
+        "app/views.py:59:5",
+        "app/views.py:64:5",
+    ]
+    db.write_text(original)
+    assert len(findings(wrappers)) == 10
+
+
+def test_a_file_the_prefilter_ruled_out_is_rechecked_when_a_wrapper_appears(project) -> None:
+    root = project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "app/__init__.py": "",
+            "app/views.py": """
+                import requests
+                from app.locks import guarded
+                def place(order):
+                    with guarded():
+                        requests.post(order, timeout=5)
+                """,
+            "app/locks.py": """
+                from contextlib import contextmanager
+                @contextmanager
+                def guarded():
+                    yield
+                """,
+        }
+    )
+    assert findings(root) == []  # neither file opens a transaction: views.py is not even parsed
+    locks = root / "app" / "locks.py"
+    locks.write_text(locks.read_text().replace("    yield", "    with transaction.atomic():\n        yield"))
+    locks.write_text("from django.db import transaction\n" + locks.read_text())
+    assert findings(root) == [
+        f"app/views.py:5:9: CRL401 requests.post inside guarded() {in_helper('app/locks.py:5')}",
+    ]
+
+
+def test_flake8_sees_the_project_wrappers(wrappers: Path) -> None:
+    flake8 = Path(sys.executable).parent / "flake8"
+    completed = subprocess.run(
+        [str(flake8), "--isolated", "--select", "CRL", "app/views.py", "app/commit.py"],
+        cwd=wrappers,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 1, completed.stderr
+    assert sorted(completed.stdout.splitlines()) == findings(wrappers, "--no-cache")

@@ -50,8 +50,13 @@ def test_fixtures(fixture: Path) -> None:
 
 
 # Projects whose findings come from other modules: a job decorator wrapped there, a spawner re-exported there,
-# used in files that never name the framework or the spawner's module.
-PROJECTS = [FIXTURES_ROOT / "crl2_projects" / "rq_wrappers", FIXTURES_ROOT / "crl1_projects" / "reexports"]
+# used in files that never name the framework or the spawner's module; transaction wrappers defined there, used
+# in files that never name an opener.
+PROJECTS = [
+    FIXTURES_ROOT / "crl2_projects" / "rq_wrappers",
+    FIXTURES_ROOT / "crl1_projects" / "reexports",
+    FIXTURES_ROOT / "crl4_projects" / "wrappers",
+]
 PROJECT_FILES = [(root, path) for root in PROJECTS for path in sorted(root.rglob("*.py"))]
 
 
