@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from corral.gates.analysis.modules import MAX_REEXPORTS, ModuleInfo, ProjectModules
-from corral.gates.analysis.names import LOCAL, Scope, is_type_checking_test
+from corral.gates.analysis.names import LOCAL, ModuleNames, Scope, is_type_checking_test
 from corral.gates.analysis.project import Callee, Function, ProjectFunctions
+from corral.gates.source.prefilter import starts_word
 
 DJANGO_ATOMIC = "django.db.transaction.atomic"
 # Methods that open a transaction when used as a context manager (or decorator), whatever the object.
@@ -52,9 +53,14 @@ WRAPPER_WORDS = f"{__name__}:wrapper_words"
 # an alias to it), or an opener as an attribute: after a dot, across spaces, continuations and comments.
 OPENER_BYTES = re.compile(rb"\batomic\b|\.(?:\s|\\|#[^\n]*)*(?:atomic|begin|begin_nested|transaction)\b")
 # What a file defining a wrapper holds besides what the wrapper opens: a context manager's decorator or
-# method, or a decorator's shape (a `return` of a name, or of a call).
-_WRAPPER_SHAPE = re.compile(rb"contextmanager|__a?enter__|\breturn\b")
-_WORDS = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+# method, or a decorator's `return` of a function it defines (a name a `def` binds) or of an opener.
+_CONTEXT_MANAGER_SHAPE = re.compile(rb"contextmanager|__a?enter__")
+_SKIPPED = rb"(?:[\s(\\]|#[^\n]*)*"
+# Patterns start with their literal word (a look-behind would stop the engine skipping ahead to it): the
+# callers test that the word starts there.
+_RETURNED_NAME = re.compile(rb"return" + _SKIPPED + rb"([A-Za-z_]\w*)(?:[\s);\\]|#[^\n]*)*$", re.MULTILINE)
+_DEFINED_NAME = re.compile(rb"\bdef(?:\s|\\)+([A-Za-z_]\w*)")
+_DOTTED = rb"(?:\w+(?:[\s\\]|#[^\n]*)*\.(?:[\s\\]|#[^\n]*)*)*"
 
 
 class Transaction(NamedTuple):
@@ -157,8 +163,11 @@ class TransactionScopes:
                 and isinstance(value.args[0], ast.Name)
                 and value.args[0].id == decorated
             ):
-                # `return transaction.atomic(func)`, `return db.atomic()(func)`.
-                opened = self.opened_by(value.func, scope, module, decorator=True)
+                # `return transaction.atomic(func)`, `return db.atomic()(func)`: the opener spelled by its
+                # own name or a wrapper's, as the pre-pass reads a `return` (not through an alias of atomic).
+                aliased = _innermost_name(value.func) not in OPENERS
+                if not (aliased and direct_opener(value.func, scope, module, decorator=True)):
+                    opened = self.opened_by(value.func, scope, module, decorator=True)
                 if opened is not None:
                     opened = Transaction(f"{module.relpath}:{value.lineno}: {opened.shown}", opened.django)
             elif isinstance(value, ast.Name):
@@ -328,6 +337,15 @@ def direct_opener(expression: ast.expr, scope: Scope, module: ModuleInfo, *, dec
     return Transaction(f"@{shown}" if decorator else shown, django)
 
 
+def _innermost_name(expression: ast.expr) -> str | None:
+    """The name an expression ends with, through calls: `atomic` for `transaction.atomic(using=...)`."""
+    while isinstance(expression, ast.Call):
+        expression = expression.func
+    if isinstance(expression, ast.Attribute):
+        return expression.attr
+    return expression.id if isinstance(expression, ast.Name) else None
+
+
 def _via(shown: str, inner: Transaction, *, decorator: bool) -> Transaction:
     """A wrapper as messages show it: its use, then where it opens the transaction."""
     return Transaction(f"{'@' if decorator else ''}{shown} ({inner.shown})", inner.django)
@@ -380,9 +398,14 @@ def _returned_functions(function: Function) -> list[Function] | None:
 
 def _nested_function(function: Function, name: str) -> Function | None:
     """The one function named `name` defined directly in `function`'s body (None when it is bound otherwise too)."""
+    found = [
+        site
+        for site in function.body
+        if isinstance(site, (ast.FunctionDef, ast.AsyncFunctionDef)) and site.name == name
+    ]
+    if not found:
+        return None
     sites = [site for site in ast.walk(ast.Module(body=function.body, type_ignores=[])) if _binds(site, name)]
-    defined = [site for site in function.body if isinstance(site, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    found = [site for site in defined if site.name == name]
     return found[0] if len(found) == 1 and len(sites) == 1 else None
 
 
@@ -426,9 +449,9 @@ def _runs_in(body: list[ast.stmt], module: ModuleInfo, scope: Scope) -> Iterator
 
 def wrapper_words(root: Path) -> frozenset[str]:
     """The names a use of a project transaction wrapper may spell: every function or class that may be one
-    (a superset of what `TransactionScopes` accepts) in a file that opens a transaction or names another
-    candidate, and every name an import re-exports one as. Byte-level, then a parse of the few files that
-    may define one; each file is read once."""
+    (a superset of what `TransactionScopes` accepts: a context manager or a decorator that mentions an
+    opener or another candidate where it would open it), and every name an import re-exports one as.
+    Byte-level, then a parse of the few files shaped like a wrapper's module; each file is read once."""
     from corral.gates.source.discovery import discover
 
     try:
@@ -444,29 +467,56 @@ def wrapper_words(root: Path) -> frozenset[str]:
         except OSError:
             continue  # reported where it is checked itself (CRL001)
         relpath = path[len(prefix) :] if path.startswith(prefix) else path
-        files.append((relpath, data, OPENER_BYTES.search(data) is not None))
+        # The substring tests rule out most files far faster than the pattern.
+        opens = (b"atomic" in data or b"begin" in data or b"transaction" in data) and bool(OPENER_BYTES.search(data))
+        files.append((relpath, data, opens))
     project = ProjectModules(root, "", {})
     words: set[str] = set()
+    # Files that open a transaction or name a candidate, and those of them parsed; the shapes read so far.
+    mentioning: set[str] = set()
     parsed: set[str] = set()
-    new = True
-    while new:
-        new = False
-        pattern = wrapper_pattern(frozenset(words)) if words else None
-        aliases = re.compile(rb"%s\s+as\s+([A-Za-z_]\w*)" % pattern.pattern) if pattern is not None else None
+    shaped: dict[str, bool] = {}
+    # The definitions of each parsed module that may be wrappers, until one is found to be.
+    pending: list[tuple[ModuleNames, list[ast.AST]]] = []
+    fresh: set[str] | None = None  # the words the last round found (None: the first round)
+    while fresh is None or fresh:
+        # A file already read is read again for the new words only; one that now names a candidate, for all.
+        new_words = sorted(fresh or ())
+        found: set[str] = set()
         for relpath, data, opens in files:
-            if not opens and (pattern is None or pattern.search(data) is None):
+            known = relpath in mentioning
+            if fresh is None:
+                if not opens:
+                    continue
+            elif not known and not _mentions(data, new_words):
                 continue
-            if aliases is not None:
+            asked = new_words if known else sorted(words)
+            mentioning.add(relpath)
+            if asked:
                 # A re-export: `from app.db import atomic_block as block` spells the wrapper `block`.
-                for alias in aliases.findall(data):
-                    new |= _add(words, alias.decode())
-            if relpath in parsed or not _WRAPPER_SHAPE.search(data):
+                found.update(alias.decode() for alias in _aliases(frozenset(asked)).findall(data))
+            if relpath in parsed:
                 continue
-            parsed.add(relpath)
-            module = project.file(relpath)
-            if module is not None:
-                for name in _candidate_definitions(module):
-                    new |= _add(words, name)
+            shape = shaped.get(relpath)
+            if shape is None:
+                returned = _returned_names(data)
+                shape = shaped[relpath] = bool(_CONTEXT_MANAGER_SHAPE.search(data)) or bool(
+                    returned and not returned.isdisjoint(_DEFINED_NAME.findall(data))
+                )
+            openers = frozenset(asked if known else [*OPENERS, *asked])
+            if shape or _returns_opener(data, openers):
+                parsed.add(relpath)
+                module = project.file(relpath)
+                if module is not None:
+                    pending.append((module.names, list(_definitions(module.tree))))
+        # What a parsed module defines may open a transaction through a candidate found since.
+        for names, definitions in pending:
+            for definition in list(definitions):
+                if _may_wrap(definition, names, words | found):
+                    definitions.remove(definition)
+                    found.add(getattr(definition, "name", ""))
+        fresh = found - words
+        words |= fresh
     return frozenset(words)
 
 
@@ -477,40 +527,103 @@ def wrapper_pattern(words: frozenset[str]) -> re.Pattern[bytes]:
     return re.compile(rb"\b(?:%s)\b" % alternatives)
 
 
-def _add(words: set[str], word: str) -> bool:
-    if word in words:
-        return False
-    words.add(word)
-    return True
+def _returned_names(data: bytes) -> set[bytes]:
+    return {found.group(1) for found in _RETURNED_NAME.finditer(data) if starts_word(data, found.start())}
 
 
-def _candidate_definitions(module: ModuleInfo) -> Iterator[str]:
-    """Names of the functions and classes of a module that may be wrappers: a function decorated as a
-    context manager, one that returns a function it defines or a call on its one parameter, a class with
-    `__enter__`/`__aenter__`."""
-    names = module.names
-    for node in ast.walk(module.tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            defined_in = names.scope_of(node).parent
-            if defined_in is not None and any(
-                names.resolve(decorator, defined_in) in CONTEXT_MANAGERS for decorator in node.decorator_list
-            ):
-                yield node.name
-                continue
-            positional = [*node.args.posonlyargs, *node.args.args]
-            for returned in _returns(node.body):
-                value = returned.value
-                if (isinstance(value, ast.Name) and _nested_function(node, value.id) is not None) or (
-                    isinstance(value, ast.Call)
-                    and positional
-                    and any(
-                        isinstance(argument, ast.Name) and argument.id == positional[0].arg for argument in value.args
-                    )
-                ):
-                    yield node.name
-                    break
-        elif isinstance(node, ast.ClassDef) and any(
-            isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name in ENTER_METHODS
-            for statement in node.body
+def _mentions(data: bytes, words: list[str]) -> bool:
+    """Whether a file names one of `words` (the substring tests rule out most files faster than the pattern)."""
+    return any(word.encode() in data for word in words) and wrapper_pattern(frozenset(words)).search(data) is not None
+
+
+def _returns_opener(data: bytes, openers: frozenset[str]) -> bool:
+    """Whether a `return` may hand back one of `openers` (a dotted path ending in it) applied to something."""
+    return bool(openers) and any(starts_word(data, found.start()) for found in _returned_opener(openers).finditer(data))
+
+
+@lru_cache(maxsize=32)
+def _returned_opener(openers: frozenset[str]) -> re.Pattern[bytes]:
+    alternatives = b"|".join(re.escape(word.encode()) for word in sorted(openers))
+    return re.compile(rb"return" + _SKIPPED + _DOTTED + rb"(?:%s)\b" % alternatives)
+
+
+@lru_cache(maxsize=32)
+def _aliases(words: frozenset[str]) -> re.Pattern[bytes]:
+    return re.compile(rb"%s\s+as\s+([A-Za-z_]\w*)" % wrapper_pattern(words).pattern)
+
+
+def _definitions(tree: ast.Module) -> Iterator[ast.AST]:
+    """The functions and the classes with `__enter__`/`__aenter__` of a module, at any depth."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or (
+            isinstance(node, ast.ClassDef)
+            and any(
+                isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name in ENTER_METHODS
+                for statement in node.body
+            )
         ):
-            yield node.name
+            yield node
+
+
+def _may_wrap(node: ast.AST, names: ModuleNames, words: set[str]) -> bool:
+    """Whether a definition may be a wrapper: a context manager function with a `with` that may open a
+    transaction, a class with `__enter__`/`__aenter__` that may call an opener, a decorator that may
+    return one applied to its function or a function of its own that may open one (or such a decorator:
+    a factory)."""
+    if isinstance(node, ast.ClassDef):
+        return any(isinstance(call, ast.Call) and _may_be_opener(call.func, names, words) for call in ast.walk(node))
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    defined_in = names.scope_of(node).parent
+    if defined_in is not None and any(
+        names.resolve(decorator, defined_in) in CONTEXT_MANAGERS for decorator in node.decorator_list
+    ):
+        return _may_open(node.body, names, words)
+    return _may_decorate(node, names, words)
+
+
+def _may_decorate(function: Function, names: ModuleNames, words: set[str]) -> bool:
+    for returned in _returns(function.body):
+        value = returned.value
+        if isinstance(value, ast.Call) and _may_be_opener(value.func, names, words):
+            return True
+        inner = _nested_function(function, value.id) if isinstance(value, ast.Name) else None
+        if inner is not None and (
+            any(_may_be_opener(decorator, names, words) for decorator in inner.decorator_list)
+            or _may_open(inner.body, names, words)
+            or _may_decorate(inner, names, words)
+        ):
+            return True
+    return False
+
+
+def _may_open(body: list[ast.stmt], names: ModuleNames, words: set[str]) -> bool:
+    """Whether a body has a `with` whose item may open a transaction."""
+    return any(
+        isinstance(node, (ast.With, ast.AsyncWith))
+        and any(_may_be_opener(item.context_expr, names, words) for item in node.items)
+        for statement in body
+        for node in ast.walk(statement)
+    )
+
+
+def _may_be_opener(expression: ast.expr, names: ModuleNames, words: set[str]) -> bool:
+    """Whether an expression may open a transaction: the name it ends with (through calls) is an opener or
+    a candidate wrapper, or an alias of Django's atomic."""
+    while isinstance(expression, ast.Call):
+        expression = expression.func
+    if isinstance(expression, ast.Attribute):
+        return expression.attr in OPENERS or expression.attr in words
+    if isinstance(expression, ast.Name):
+        return expression.id in OPENERS or expression.id in words or expression.id in _atomic_aliases(names)
+    return False
+
+
+@lru_cache(maxsize=64)
+def _atomic_aliases(names: ModuleNames) -> frozenset[str]:
+    return frozenset(
+        alias
+        for scope in (names.root, *names.scopes.values())
+        for alias, target in scope.bindings.items()
+        if target == DJANGO_ATOMIC
+    )

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import run_corral
 from corral.gates.analysis.project import may_bind_function
+from corral.gates.knowledge.transaction_scopes import wrapper_words
 from expectations import FIXTURES
 
 PROJECTS = FIXTURES / "crl4_projects"
@@ -195,3 +196,49 @@ def test_flake8_sees_the_project_wrappers(wrappers: Path) -> None:
     )
     assert completed.returncode == 1, completed.stderr
     assert sorted(completed.stdout.splitlines()) == findings(wrappers, "--no-cache")
+
+
+def test_the_pre_pass_names_the_wrappers_and_their_reexports() -> None:
+    words = wrapper_words(PROJECTS / "wrappers")
+    # Every helper the model accepts, each name it is re-exported as, and the candidates it then rejects.
+    assert {"db_transaction", "atomic_block", "session_scope", "outer_block", "Tx", "transactional"} <= words
+    assert {"atomic_view", "atomic_on", "local_block"} <= words
+    # Nothing that cannot open a transaction: a context manager without one, a class entering nothing, a
+    # decorator that only logs.
+    assert words.isdisjoint({"no_transaction", "NotTx", "logged", "notify_partner", "pay"})
+
+
+@pytest.mark.parametrize(
+    "returned",
+    [
+        "return wrapper",
+        "return (\n        wrapper\n    )",
+        "return (  # the wrapper\n        wrapper)",
+        "return wrapper;",
+    ],
+)
+def test_a_decorator_is_found_however_its_return_is_spelled(project, returned: str) -> None:
+    root = project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "app/__init__.py": "",
+            "app/deco.py": """
+                from django.db import transaction
+                def in_transaction(func):
+                    def wrapper(*args):
+                        with transaction.atomic():
+                            return func(*args)
+                    RETURNED
+                """.replace("RETURNED", returned.replace("\n", "\n" + " " * 16)),
+            "app/views.py": """
+                import requests
+                from app.deco import in_transaction
+                @in_transaction
+                def place(order):
+                    requests.post(order, timeout=5)
+                """,
+        }
+    )
+    assert findings(root, "--no-cache") == [
+        f"app/views.py:5:5: CRL401 requests.post inside @in_transaction {in_helper('app/deco.py:4')}",
+    ]
