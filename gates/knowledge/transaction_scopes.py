@@ -520,6 +520,19 @@ def wrapper_words(root: Path) -> frozenset[str]:
     return frozenset(words)
 
 
+def own_wrapper_words(module: ModuleInfo, words: frozenset[str]) -> set[str]:
+    """The names of the definitions of the checked module that may be wrappers, given the project's:
+    the pre-pass read the module's file on disk, which a checked text need not match."""
+    found: set[str] = set()
+    definitions = list(_definitions(module.tree))
+    while True:
+        known = words | found
+        fresh = {getattr(node, "name", "") for node in definitions if _may_wrap(node, module.names, set(known))}
+        if fresh <= found:
+            return found
+        found |= fresh
+
+
 @lru_cache(maxsize=8)
 def wrapper_pattern(words: frozenset[str]) -> re.Pattern[bytes]:
     """Any of `words` as a whole word, in a file's bytes."""

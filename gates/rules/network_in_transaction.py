@@ -7,7 +7,11 @@ Transaction scopes: the body of a `with`/`async with` whose item is Django's `tr
 (however imported) or a `.begin()`, `.begin_nested()`, `.transaction()` or `.atomic()` on any object
 (SQLAlchemy sessions, engines and connections, psycopg 3, asyncpg, peewee), and the body of a function
 decorated with one of those (`@transaction.atomic`, `@db.atomic()`). Items after the opening one in the
-same `with` are inside it. Network calls are what `corral.gates.knowledge.network` classifies.
+same `with` are inside it. The project's own wrappers of them are scopes too where they are used
+(`corral.gates.knowledge.transaction_scopes` says which): a `@contextmanager` whose every `yield` is inside
+one, a class whose `__enter__` enters one, a decorator that runs its function inside one; the message
+names the wrapper and where it opens the transaction. Network calls are what
+`corral.gates.knowledge.network` classifies.
 
 Calls made inside a scope are followed to the bodies they run: functions and lambdas defined in the same
 enclosing function, module-level functions of the same module, methods called on `self`/`cls` in their own
@@ -17,6 +21,9 @@ The finding is at the call and names the chain. Calls through objects of unknown
 and a transaction opened without a `with` (`session.begin()` as a statement, autobegin, ATOMIC_REQUESTS) is
 not seen. Functions and lambdas defined but not called, and callables handed on
 (`transaction.on_commit(lambda: ...)`), run later: not inside.
+
+The prefilter admits a file that names an opener, or one of the names the project pre-pass gives its
+wrappers (`transaction_scopes.wrapper_words`, a dependency of every file it rules out).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from corral.gates.knowledge.transaction_scopes import (
     WRAPPER_WORDS,
     Transaction,
     TransactionScopes,
+    own_wrapper_words,
     wrapper_pattern,
 )
 from corral.gates.rules.base import Rule
@@ -87,6 +95,19 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         def f(url):
             transaction.on_commit(functools.partial(requests.post, url))
         """,
+        """
+        import contextlib
+        import requests
+        from django.db import transaction
+        @contextlib.contextmanager
+        def prepared():
+            with transaction.atomic():
+                prepare()
+            yield
+        def f(url):
+            with prepared():
+                requests.post(url, timeout=5)
+        """,
     )
     INVALID = (
         """
@@ -128,6 +149,18 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         def f(url):
             notify(url)  # error: 5 CRL401 "notify() -> requests.post ("
         """,
+        """
+        import contextlib
+        import requests
+        from django.db import transaction
+        @contextlib.contextmanager
+        def db_transaction():
+            with transaction.atomic():
+                yield
+        def f(url):
+            with db_transaction():
+                requests.post(url, timeout=5)  # error: 9 CRL401 "requests.post inside db_transaction() ("
+        """,
     )
 
     def __init__(self, context: FileContext) -> None:
@@ -137,7 +170,9 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         # Outside a transaction only statements that can open one need a visit: they mention an opener or
         # an alias of Django's atomic. Inside one, every statement is visited.
         # The project's transaction wrappers (and the names this file binds to one) open one too.
-        wrappers = StaticValues.of(context).project.summary(WRAPPER_WORDS)
+        values = StaticValues.of(context)
+        project_wrappers = values.project.summary(WRAPPER_WORDS)
+        wrappers = {*project_wrappers, *own_wrapper_words(values.module, project_wrappers)}
         words = {*OPENERS, *wrappers}
         words.update(
             alias
