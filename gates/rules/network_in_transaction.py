@@ -17,6 +17,9 @@ Calls made inside a scope are followed to the bodies they run: functions and lam
 enclosing function, module-level functions of the same module, methods called on `self`/`cls` in their own
 class, and functions imported from other project modules (re-exports included), transitively with cycles
 cut (`corral.gates.analysis.project` says which calls, `corral.gates.knowledge.network_reach` walks them).
+A project Django signal sent inside a scope (`order_paid.send(...)`, `send_robust`) is followed to the
+receivers connected to it anywhere in the project (`corral.gates.knowledge.signals`); Django's own signals
+(`post_save`, sent by the ORM) are not.
 The finding is at the call and names the chain. Calls through objects of unknown type are not followed,
 and a transaction opened without a `with` (`session.begin()` as a statement, autobegin, ATOMIC_REQUESTS) is
 not seen. Functions and lambdas defined but not called, and callables handed on
@@ -43,6 +46,7 @@ from corral.gates.config import Config
 from corral.gates.findings import Finding
 from corral.gates.knowledge.network import NetworkCall, NetworkCalls
 from corral.gates.knowledge.network_reach import NetworkReach, Reached
+from corral.gates.knowledge.signals import ProjectSignals
 from corral.gates.knowledge.transaction_scopes import (
     DJANGO_ATOMIC,
     OPENER_BYTES,
@@ -202,6 +206,11 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         return TransactionScopes(self.reach.functions)
 
     @cached_property
+    def signals(self) -> ProjectSignals:
+        """The project's Django signals and the receivers connected to them (read on the first send)."""
+        return ProjectSignals(self.reach.functions)
+
+    @cached_property
     def callables(self) -> dict[Scope, dict[str, list[tuple[LocalCallable, Scope]]]]:
         """The functions and lambdas each function scope defines, by name: called inside a transaction,
         they run there. Module-level ones are left to `ProjectFunctions`, which follows them into other modules."""
@@ -291,7 +300,7 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             elif self.resolve(node.func) == ON_COMMIT:
                 arguments = (*node.args, *(keyword.value for keyword in node.keywords))
                 self.eager.update(argument for argument in arguments if isinstance(argument, ast.Call))
-            else:
+            elif not self._follow_signal(node):
                 self._follow(node)
         self.generic_visit(node)
 
@@ -322,6 +331,30 @@ class NetworkInTransaction(Rule, ScopedVisitor):
                     self._visit_in_scope(self.names.scope_of(target), target.body)
         finally:
             self.via, self.followed = outer
+
+    def _follow_signal(self, call: ast.Call) -> bool:
+        """Whether `call` sends a project signal; reported when a receiver it runs makes a network call."""
+        module = StaticValues.of(self.context).module
+        signal = self.signals.sent(call, self.scope, module)
+        if signal is None:
+            return False
+        assert isinstance(call.func, ast.Attribute)
+        for receiver in self.signals.receivers(call, signal, self.scope, module):
+            reached = self.reach.of(receiver.callee)
+            if reached is None:
+                continue
+            rest = reached._replace(hops=reached.hops[1:]).chain()
+            sent = f"{ast.unparse(call.func)}() -> {receiver.callee.shown}() (receiver, {receiver.where}) -> {rest}"
+            transaction = self.transactions[-1]
+            advice = DJANGO_ADVICE if transaction.django else ADVICE
+            node = call
+            if self.via is not None:
+                node, callee = self.via
+                sent = f"{callee}() -> {sent}"
+            message = f"{sent} inside {transaction.shown}; {advice}"
+            self.found.append(self.context.finding(node, self.IN_TRANSACTION, message))
+            break
+        return True
 
     def _follow_project(self, call: ast.Call) -> None:
         """Report `call` when a project function it runs makes a network call, naming the chain."""

@@ -242,3 +242,38 @@ def test_a_decorator_is_found_however_its_return_is_spelled(project, returned: s
     assert findings(root, "--no-cache") == [
         f"app/views.py:5:5: CRL401 requests.post inside @in_transaction {in_helper('app/deco.py:4')}",
     ]
+
+
+@pytest.fixture
+def signals(tmp_path: Path) -> Path:
+    target = tmp_path / "signals"
+    shutil.copytree(PROJECTS / "signals", target)
+    return target
+
+
+def test_a_signal_sent_inside_a_transaction_is_followed_to_its_receivers(signals: Path) -> None:
+    post = "post_json() -> requests.post (app/partners.py:5)"
+    assert findings(signals, "--no-cache") == [
+        f"app/views.py:13:9: CRL401 order_paid.send() -> notify_partner() (receiver, app/receivers.py:15) -> {post} "
+        + ADVICE,
+        "app/views.py:18:9: CRL401 events.order_refunded.send_robust() -> refund_partner() (receiver, "
+        f"app/receivers.py:34) -> {post} {ADVICE}",
+        f"app/views.py:23:9: CRL401 order_viewed.send() -> count_view() (receiver, app/receivers.py:25) -> {post} "
+        + ADVICE,
+    ]
+
+
+def test_a_cached_result_follows_the_receivers_it_reached(signals: Path) -> None:
+    assert len(findings(signals)) == 3  # warms the cache
+    receivers = signals / "app" / "receivers.py"
+    original = receivers.read_text()
+    # notify_partner now defers its call: views.py's cached finding at the send must not be served.
+    receivers.write_text(
+        original.replace(
+            '    post_json("https://partner.example/paid", {"order": order.pk})',
+            '    transaction.on_commit(lambda: post_json("https://partner.example/paid", {"order": order.pk}))',
+        )
+    )
+    assert [line.split(": CRL401 ")[0] for line in findings(signals)] == ["app/views.py:18:9", "app/views.py:23:9"]
+    receivers.write_text(original)
+    assert len(findings(signals)) == 3

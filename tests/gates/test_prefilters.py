@@ -56,6 +56,7 @@ PROJECTS = [
     FIXTURES_ROOT / "crl2_projects" / "rq_wrappers",
     FIXTURES_ROOT / "crl1_projects" / "reexports",
     FIXTURES_ROOT / "crl4_projects" / "wrappers",
+    FIXTURES_ROOT / "crl4_projects" / "signals",
 ]
 PROJECT_FILES = [(root, path) for root in PROJECTS for path in sorted(root.rglob("*.py"))]
 
