@@ -51,16 +51,16 @@ WRAPPER_WORDS = f"{__name__}:wrapper_words"
 
 # Every scope names Django's `atomic` as a whole word (in the call, the decorator or the import binding
 # an alias to it), or an opener as an attribute: after a dot, across spaces, continuations and comments.
-OPENER_BYTES = re.compile(rb"\batomic\b|\.(?:\s|\\|#[^\n]*)*(?:atomic|begin|begin_nested|transaction)\b")
+OPENER_BYTES = re.compile(rb"\batomic\b|\.(?:\s|\\|#[^\n]*(?![^\n]))*(?:atomic|begin|begin_nested|transaction)\b")
 # What a file defining a wrapper holds besides what the wrapper opens: a context manager's decorator or
 # method, or a decorator's `return` of a function it defines (a name a `def` binds) or of an opener.
 _CONTEXT_MANAGER_SHAPE = re.compile(rb"contextmanager|__a?enter__")
-_SKIPPED = rb"(?:[\s(\\]|#[^\n]*)*"
+_SKIPPED = rb"(?:[\s(\\]|#[^\n]*(?![^\n]))*"
 # Patterns start with their literal word (a look-behind would stop the engine skipping ahead to it): the
 # callers test that the word starts there.
-_RETURNED_NAME = re.compile(rb"return" + _SKIPPED + rb"([A-Za-z_]\w*)(?:[\s);\\]|#[^\n]*)*$", re.MULTILINE)
+_RETURNED_NAME = re.compile(rb"return" + _SKIPPED + rb"([A-Za-z_]\w*)(?:[\s);\\]|#[^\n]*(?![^\n]))*$", re.MULTILINE)
 _DEFINED_NAME = re.compile(rb"\bdef(?:\s|\\)+([A-Za-z_]\w*)")
-_DOTTED = rb"(?:\w+(?:[\s\\]|#[^\n]*)*\.(?:[\s\\]|#[^\n]*)*)*"
+_DOTTED = rb"(?:\w+(?:[\s\\]|#[^\n]*(?![^\n]))*\.(?:[\s\\]|#[^\n]*(?![^\n]))*)*"
 
 
 class Transaction(NamedTuple):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -277,3 +278,14 @@ def test_a_cached_result_follows_the_receivers_it_reached(signals: Path) -> None
     assert [line.split(": CRL401 ")[0] for line in findings(signals)] == ["app/views.py:18:9", "app/views.py:23:9"]
     receivers.write_text(original)
     assert len(findings(signals)) == 3
+
+
+def test_the_pre_pass_stays_fast_on_comments_made_of_hashes(tmp_path: Path) -> None:
+    # A comment of many `#`s can be split into comments in exponentially many ways by a careless pattern.
+    hashes = "#" * 60
+    (tmp_path / "banner.py").write_text(
+        f"from django.db import transaction\n\ndef f():\n    return {hashes}\n\ndef g(x):\n    return x.  {hashes}\n"
+    )
+    started = time.perf_counter()
+    assert wrapper_words(tmp_path) == frozenset()
+    assert time.perf_counter() - started < 2
