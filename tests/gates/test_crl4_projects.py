@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 from conftest import run_corral
+from corral.gates.analysis import modules
 from corral.gates.analysis.project import may_bind_function
+from corral.gates.engine import cache
 from corral.gates.knowledge.transaction_scopes import wrapper_words
 from expectations import FIXTURES
 
@@ -157,7 +159,8 @@ def test_a_cached_result_follows_the_wrapper_it_used(wrappers: Path) -> None:
     assert len(findings(wrappers)) == 10
 
 
-def test_a_file_the_prefilter_ruled_out_is_rechecked_when_a_wrapper_appears(project) -> None:
+@pytest.mark.parametrize("paths", [(), ("app/views.py",)], ids=["the project", "one file"])
+def test_a_file_the_prefilter_ruled_out_is_rechecked_when_a_wrapper_appears(project, paths: tuple[str, ...]) -> None:
     root = project(
         {
             "pyproject.toml": "[tool.corral]\n",
@@ -181,7 +184,9 @@ def test_a_file_the_prefilter_ruled_out_is_rechecked_when_a_wrapper_appears(proj
     locks = root / "app" / "locks.py"
     locks.write_text(locks.read_text().replace("    yield", "    with transaction.atomic():\n        yield"))
     locks.write_text("from django.db import transaction\n" + locks.read_text())
-    assert findings(root) == [
+    # Checking the one file that uses it, the summary is checked with its cached result; checking the whole
+    # project, after the walk, since a file changed.
+    assert findings(root, *paths) == [
         f"app/views.py:5:9: CRL401 requests.post inside guarded() {in_helper('app/locks.py:5')}",
     ]
 
@@ -289,3 +294,7 @@ def test_the_pre_pass_stays_fast_on_comments_made_of_hashes(tmp_path: Path) -> N
     started = time.perf_counter()
     assert wrapper_words(tmp_path) == frozenset()
     assert time.perf_counter() - started < 2
+
+
+def test_the_cache_spells_the_summary_prefix_as_the_analysis_does() -> None:
+    assert cache.SUMMARY_PREFIX == modules.SUMMARY_PREFIX
