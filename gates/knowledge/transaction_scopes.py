@@ -238,7 +238,8 @@ class TransactionScopes:
         return _only_classes(sites, module)
 
     def _entered(self, cls: ast.ClassDef, module: ModuleInfo) -> Transaction | None:
-        """The transaction a class's `__enter__`/`__aenter__` enters itself."""
+        """The transaction a class's `__enter__`/`__aenter__` always enters itself: a statement of its body
+        (not under an `if` or a `try`) calls `__enter__`/`__aenter__` on what can only be an opener."""
         methods = [
             statement for statement in cls.body if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef))
         ]
@@ -248,43 +249,53 @@ class TransactionScopes:
             scope = module.names.scope_of(method)
             positional = [*method.args.posonlyargs, *method.args.args]
             instance = positional[0].arg if positional else None
-            for node in _runs_in(method.body, module, scope):
-                if not (
-                    isinstance(node, ast.Call)
-                    and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in ENTER_METHODS
-                ):
+            for statement in method.body:
+                if not isinstance(statement, (ast.Expr, ast.Return, ast.Assign, ast.AnnAssign)):
                     continue
-                for opener, at, where in self._values_of(node.func.value, instance, scope, methods, module):
-                    opened = self.opened_by(opener, at, module, decorator=False)
-                    if opened is not None:
-                        return Transaction(f"{module.relpath}:{where.lineno}: {opened.shown}", opened.django)
+                for node in ast.walk(statement):
+                    if (
+                        isinstance(node, ast.Call)
+                        and isinstance(node.func, ast.Attribute)
+                        and node.func.attr in ENTER_METHODS
+                    ):
+                        opened = self._opener_held(node.func.value, instance, scope, methods, module)
+                        if opened is not None:
+                            return opened
         return None
 
-    @staticmethod
-    def _values_of(
-        entered: ast.expr, instance: str | None, scope: Scope, methods: list[Function], module: ModuleInfo
-    ) -> Iterator[tuple[ast.expr, Scope, ast.expr]]:
-        """The expressions `entered` may hold, where each is evaluated: itself when it is a call, the value
-        of a local assigned once, or each `self.<attribute> = ...` of the class's methods."""
+    def _opener_held(
+        self, entered: ast.expr, instance: str | None, scope: Scope, methods: list[Function], module: ModuleInfo
+    ) -> Transaction | None:
+        """The transaction `entered` opens when every value it may hold opens one: itself when it is a call,
+        the value of a local assigned once, or every `self.<attribute> = ...` of the class's methods."""
+        values: list[tuple[ast.expr, Scope]] = []
         if isinstance(entered, ast.Call):
-            yield entered, scope, entered
+            values = [(entered, scope)]
         elif isinstance(entered, ast.Name):
             sites = scope.sites_of(entered.id)
             if len(sites) == 1 and isinstance(sites[0], ast.Assign) and isinstance(sites[0].value, ast.Call):
-                yield sites[0].value, scope, sites[0].value
-        elif (
-            isinstance(entered, ast.Attribute) and isinstance(entered.value, ast.Name) and entered.value.id == instance
-        ):
+                values = [(sites[0].value, scope)]
+        elif _is_attribute_of(entered, instance, None):
             for method in methods:
                 at = module.names.scope_of(method)
                 for node in _runs_in(method.body, module, at):
-                    if (
-                        isinstance(node, ast.Assign)
-                        and isinstance(node.value, ast.Call)
-                        and any(_is_attribute_of(target, instance, entered.attr) for target in node.targets)
-                    ):
-                        yield node.value, at, node.value
+                    targets = node.targets if isinstance(node, ast.Assign) else []
+                    if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+                        targets = [node.target]
+                    assert isinstance(entered, ast.Attribute)
+                    if any(_is_attribute_of(target, instance, entered.attr) for target in targets):
+                        value = getattr(node, "value", None)
+                        # Anything but a call (a conditional value, an augmented assignment) is not known.
+                        if not isinstance(value, ast.Call) or isinstance(node, ast.AugAssign):
+                            return None
+                        values.append((value, at))
+        found: Transaction | None = None
+        for value, at in values:
+            opened = self.opened_by(value, at, module, decorator=False)
+            if opened is None:
+                return None
+            found = found or Transaction(f"{module.relpath}:{value.lineno}: {opened.shown}", opened.django)
+        return found
 
     # -- where code runs ------------------------------------------------------------------------------
 
@@ -420,10 +431,11 @@ def _only_classes(sites: list[ast.AST], module: ModuleInfo) -> list[tuple[ast.Cl
     return classes if classes and len(classes) == len(sites) else []
 
 
-def _is_attribute_of(target: ast.expr, instance: str, attribute: str) -> bool:
+def _is_attribute_of(target: ast.expr, instance: str | None, attribute: str | None) -> bool:
+    """Whether `target` is `<instance>.<attribute>` (any attribute when `attribute` is None)."""
     return (
         isinstance(target, ast.Attribute)
-        and target.attr == attribute
+        and attribute in (None, target.attr)
         and isinstance(target.value, ast.Name)
         and target.value.id == instance
     )
