@@ -9,8 +9,9 @@ A project wrapper is a transaction scope where it is used (`TransactionScopes.op
 - a function decorated with `contextlib.contextmanager`/`asynccontextmanager` whose every `yield` stands
   inside a transaction scope (an API above or another project wrapper, transitively), at `with f(...):`
   and, as contextlib allows, at `@f(...)`;
-- a class whose `__enter__`/`__aenter__` enters a transaction itself (`x.__enter__()` on an opener's call,
-  on a local or on a `self.<attribute>` the class assigns one), at `with C(...):`;
+- a class whose `__enter__`/`__aenter__` always enters a transaction itself (a statement of its body calls
+  `x.__enter__()` on an opener's call, on a local or on a `self.<attribute>` the class only ever assigns
+  one), at `with C(...):`;
 - a decorator function whose every `return` hands back either an opener applied to the decorated
   function (`transaction.atomic(func)`) or a function defined in it that calls the decorated function
   only inside a transaction scope; `@d(...)` when `d` returns such a decorator.
