@@ -298,3 +298,16 @@ def test_the_pre_pass_stays_fast_on_comments_made_of_hashes(tmp_path: Path) -> N
 
 def test_the_cache_spells_the_summary_prefix_as_the_analysis_does() -> None:
     assert cache.SUMMARY_PREFIX == modules.SUMMARY_PREFIX
+
+
+def test_flake8_follows_the_signals_too(signals: Path) -> None:
+    flake8 = Path(sys.executable).parent / "flake8"
+    completed = subprocess.run(
+        [str(flake8), "--isolated", "--select", "CRL", "app/views.py"],
+        cwd=signals,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 1, completed.stderr
+    assert completed.stdout.splitlines() == findings(signals, "--no-cache")
