@@ -30,6 +30,10 @@ Dependency = tuple[int, int, str]
 MISSING: Dependency = (0, -1, "")
 # A dependency key starting with this marks a project scan ("which files contain these bytes").
 SCAN_PREFIX = "*scan:"
+# A dependency key starting with this marks a summary of the whole project's bytes, a set of words
+# ("*summary:<module>:<function>", the function that computes it from the root): a prefilter that needs
+# more than the file's own bytes (the names of the project's transaction wrappers) reads one.
+SUMMARY_PREFIX = "*summary:"
 _SOURCE_ROOTS = ("", "src/")
 # How many project modules a re-export is followed through before it is given up (a cycle, say); CRL1's
 # origins and CRL401's callees share it.
@@ -106,12 +110,15 @@ class _Parsed(NamedTuple):
 _PARSED: dict[str, _Parsed] = {}
 _SCANS: dict[tuple[str, bytes], tuple[str, ...]] = {}
 _RUN_MEMOS: dict[str, dict[Any, Any]] = {}
+# Project summaries by (root, name): the words and their digest.
+_SUMMARIES: dict[tuple[str, str], tuple[frozenset[str], str]] = {}
 
 
 def forget() -> None:
-    """Start a new run: project scans and run memos are recomputed (parsed modules are revalidated by stamp
-    anyway)."""
+    """Start a new run: project scans, summaries and run memos are recomputed (parsed modules are
+    revalidated by stamp anyway)."""
     _SCANS.clear()
+    _SUMMARIES.clear()
     for memo in _RUN_MEMOS.values():
         memo.clear()
 
@@ -181,6 +188,21 @@ def scan_signature(root: Path, needle: bytes) -> tuple[tuple[str, ...], str]:
     return found, hashlib.blake2b("\0".join(found).encode(), digest_size=16).hexdigest()
 
 
+def project_summary(root: Path, name: str) -> tuple[frozenset[str], str]:
+    """The summary `name` (`<module>:<function>`) of the project under `root`, and its digest; computed
+    once per run. The module is named in the key, not imported here, so that a cache entry that depends
+    on a summary can be checked by a run that has not loaded the module computing it."""
+    key = (str(root), name)
+    known = _SUMMARIES.get(key)
+    if known is None:
+        import importlib
+
+        owner, _, function = name.partition(":")
+        words = frozenset(getattr(importlib.import_module(owner), function)(root))
+        known = _SUMMARIES[key] = (words, content_digest("\0".join(sorted(words)).encode()))
+    return known
+
+
 def dependency_holds(root: Path, relpath: str, recorded: Dependency) -> bool:
     """Whether a recorded dependency still holds: same stamp, else same content (or still missing). Asked
     once per run for each (file, record): many cached results depend on the same few modules."""
@@ -195,6 +217,11 @@ def dependency_holds(root: Path, relpath: str, recorded: Dependency) -> bool:
 def _holds(root: Path, relpath: str, recorded: Dependency) -> bool:
     if relpath.startswith(SCAN_PREFIX):
         return scan_signature(root, relpath[len(SCAN_PREFIX) :].encode("latin-1"))[1] == recorded[2]
+    if relpath.startswith(SUMMARY_PREFIX):
+        try:
+            return project_summary(root, relpath[len(SUMMARY_PREFIX) :])[1] == recorded[2]
+        except (ImportError, AttributeError):
+            return False  # a summary this version of the gate no longer computes
     path = os.path.join(root, relpath)
     try:
         status = os.stat(path)
@@ -285,6 +312,12 @@ class ProjectModules:
         found, digest = scan_signature(self.root, needle)
         self._record(SCAN_PREFIX + needle.decode("latin-1"), (0, 0, digest))
         return found
+
+    def summary(self, name: str) -> frozenset[str]:
+        """The project summary `name` (see `project_summary`); its digest is a dependency."""
+        words, digest = project_summary(self.root, name)
+        self._record(SUMMARY_PREFIX + name, (0, 0, digest))
+        return words
 
     def origins(self, dotted: str, depth: int = 0) -> list[tuple[str, tuple[str, ...]]] | None:
         """What `dotted` stands for when it names something in a project module: every name outside the

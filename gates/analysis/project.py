@@ -346,6 +346,8 @@ class ProjectFunctions:
     def _site(self, site: ast.AST, name: str, scope: Scope, module: ModuleInfo) -> _Values:
         """What one binding of `name` in `scope` binds it to."""
         if isinstance(site, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if scope is module.names.root and site not in module.bindings.get(name, ()):
+                return None  # defined under `if TYPE_CHECKING:`: it never runs
             return (_Function(site, module, site.name, is_method=False),)
         if isinstance(site, ast.ClassDef):
             return (_Class(ClassRef(site, module)),)

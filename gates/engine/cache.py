@@ -26,6 +26,8 @@ from corral.gates.findings import Finding
 CACHE_DIR = ".corral_cache"
 # 2: facts are typed records, each stored in its own JSON form; 3: the project checks' output is kept.
 FORMAT = 3
+# `analysis.modules.SUMMARY_PREFIX`, spelled here so that a warm run need not load that module.
+SUMMARY_PREFIX = "*summary:"
 
 
 class FileResult(NamedTuple):
@@ -74,6 +76,10 @@ class Cache:
         self.used: dict[str, Any] = {}
         self.used_stamps: dict[str, list[Any]] = {}
         self.changed = False
+        # Set for a run over the whole project: the project summaries a cached result depends on are then
+        # checked after the walk, and only when some file was not served from the cache (`run.check_paths`),
+        # since a summary is a function of the project's files alone.
+        self.defer_summaries = False
 
     @classmethod
     def open(cls, config: Config) -> Cache:
@@ -126,11 +132,18 @@ class Cache:
             result = FileResult(tuple(Finding(relpath, *finding) for finding in findings), stored_facts=facts or None)
         except (TypeError, ValueError, AttributeError, KeyError):
             return None  # an entry from a damaged cache file is recomputed
-        if dependencies:
+        # A summary checked after the walk needs no check here (nor the module that checks dependencies).
+        checked = {
+            name: known
+            for name, known in dependencies.items()
+            if not (self.defer_summaries and name.startswith(SUMMARY_PREFIX))
+        }
+        if checked:
             from corral.gates.analysis.modules import dependency_holds
 
-            if not all(dependency_holds(self.root, name, known) for name, known in dependencies.items()):
+            if not all(dependency_holds(self.root, name, known) for name, known in checked.items()):
                 return None
+        if dependencies:
             result = result._replace(dependencies=dependencies)
         return result
 

@@ -89,8 +89,12 @@ def check_source(
     source = Source(searchable, relpath)
     rules = tuple(rule for rule in rules_for(relpath, config) if not prefilter or rule.might_match(source, config))
     if not rules:
-        return FileResult()
-    return _run_rules(relpath, text, guide, config, rules, tree)
+        return FileResult(dependencies=source.dependencies or None)
+    result = _run_rules(relpath, text, guide, config, rules, tree)
+    if source.dependencies:
+        # What the prefilters read decided which rules ran: the result holds only while that does too.
+        result = result._replace(dependencies={**source.dependencies, **(result.dependencies or {})})
+    return result
 
 
 def _run_rules(
@@ -198,6 +202,9 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
     if modules is not None:
         modules.forget()
     cache = Cache.open(config) if use_cache else None
+    if cache is not None:
+        root = os.path.realpath(config.root)
+        cache.defer_summaries = any(os.path.realpath(path) == root for path in paths or ["."])
     found: Iterable[str] = iter_files(paths or ["."])
     start_after = PARALLEL_THRESHOLD
     if cache is not None and len(cache):
@@ -211,6 +218,8 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
         importlib.import_module("corral.gates.rules")
     # A cold run checks the first files a walk finds while it looks for the rest.
     outcomes = map_paths(_check_file, found, start_after=start_after, initializer=_prepare, initargs=(config, cache))
+    if cache is not None and cache.defer_summaries and not all(outcome[3] for outcome in outcomes.values()):
+        _recheck_stale_summaries(outcomes, config)
     results: dict[str, FileResult] = {}
     for path in sorted(outcomes):
         stamp, key, result, hit = outcomes[path]
@@ -242,6 +251,30 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
         cache.save()
     findings.extend(project_findings)
     return CheckResult(config.root, len(outcomes), sorted(findings), results, reports)
+
+
+Outcome = tuple[Stamp | None, str | None, FileResult, bool]
+
+
+def _recheck_stale_summaries(outcomes: dict[str, Outcome], config: Config) -> None:
+    """Check again each file served from the cache whose result depends on a project summary that no longer
+    holds (some file changed): its prefilter may now admit it."""
+    from corral.gates.analysis.modules import SUMMARY_PREFIX, dependency_holds
+
+    for path, (stamp, key, result, hit) in list(outcomes.items()):
+        if hit and any(
+            name.startswith(SUMMARY_PREFIX) and not dependency_holds(config.root, name, known)
+            for name, known in (result.dependencies or {}).items()
+        ):
+            relpath = relative_path(path, config.root)
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError as error:
+                unreadable = uncheckable(relpath, _unreadable(path, error))
+                outcomes[path] = (None, None, FileResult(findings=(unreadable,)), False)
+                continue
+            outcomes[path] = (stamp, key, check_source(relpath, data, config), False)
 
 
 def check_files(pairs: Iterable[tuple[str, bytes]], config: Config) -> list[Finding]:

@@ -7,7 +7,11 @@ Transaction scopes: the body of a `with`/`async with` whose item is Django's `tr
 (however imported) or a `.begin()`, `.begin_nested()`, `.transaction()` or `.atomic()` on any object
 (SQLAlchemy sessions, engines and connections, psycopg 3, asyncpg, peewee), and the body of a function
 decorated with one of those (`@transaction.atomic`, `@db.atomic()`). Items after the opening one in the
-same `with` are inside it. Network calls are what `corral.gates.knowledge.network` classifies.
+same `with` are inside it. The project's own wrappers of them are scopes too where they are used
+(`corral.gates.knowledge.transaction_scopes` says which): a `@contextmanager` whose every `yield` is inside
+one, a class whose `__enter__` enters one, a decorator that runs its function inside one; the message
+names the wrapper and where it opens the transaction. Network calls are what
+`corral.gates.knowledge.network` classifies.
 
 Calls made inside a scope are followed to the bodies they run: functions and lambdas defined in the same
 enclosing function, module-level functions of the same module, functions imported from other project
@@ -16,21 +20,27 @@ the class, or on an instance the gate can type (constructed or annotated in scop
 class assigns or annotates, a module-level instance), a class's `__init__` when it is called, and a
 `functools.partial` of any of these, transitively with cycles cut (`corral.gates.analysis.project` says
 which calls, `corral.gates.knowledge.network_reach` walks them). The finding is at the call and names the
-chain (`Mailer.send() -> smtplib.SMTP (app/mail.py:14)`). Calls through objects of unknown type are not followed,
+chain (`Mailer.send() -> smtplib.SMTP (app/mail.py:14)`). A project Django signal sent inside a scope
+(`order_paid.send(...)`, `send_robust`) is followed to the receivers connected to it anywhere in the
+project (`corral.gates.knowledge.signals`); Django's own signals (`post_save`, sent by the ORM) are not.
+Calls through objects of unknown type are not followed,
 and a transaction opened without a `with` (`session.begin()` as a statement, autobegin, ATOMIC_REQUESTS) is
 not seen. Functions and lambdas defined but not called, and callables handed on
 (`transaction.on_commit(lambda: ...)`), run later: not inside.
+
+The prefilter admits a file that names an opener, or one of the names the project pre-pass gives its
+wrappers (`transaction_scopes.wrapper_words`, a dependency of every file it rules out).
 """
 
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterator, Sequence
 from functools import cached_property
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 from corral.gates.analysis.context import FileContext
+from corral.gates.analysis.modules import ProjectModules
 from corral.gates.analysis.names import Scope, lookup_in
 from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning
 from corral.gates.analysis.values import StaticValues
@@ -38,28 +48,25 @@ from corral.gates.config import Config
 from corral.gates.findings import Finding
 from corral.gates.knowledge.network import NetworkCall, NetworkCalls
 from corral.gates.knowledge.network_reach import NetworkReach, Reached
+from corral.gates.knowledge.signals import ProjectSignals
+from corral.gates.knowledge.transaction_scopes import (
+    DJANGO_ATOMIC,
+    OPENER_BYTES,
+    OPENERS,
+    WRAPPER_WORDS,
+    Transaction,
+    TransactionScopes,
+    own_wrapper_words,
+    wrapper_pattern,
+)
 from corral.gates.rules.base import Rule
 from corral.gates.source.prefilter import Source
 
-DJANGO_ATOMIC = "django.db.transaction.atomic"
 ON_COMMIT = "django.db.transaction.on_commit"
-# Methods that open a transaction when used as a context manager (or decorator), whatever the object.
-OPENERS = frozenset({"begin", "begin_nested", "transaction", "atomic"})
 DJANGO_ADVICE = "make the call after commit (transaction.on_commit) or outside the transaction"
 ADVICE = "make the call outside the transaction, after it commits"
 
-# Every scope names Django's `atomic` as a whole word (in the call, the decorator or the import binding
-# an alias to it), or an opener as an attribute: after a dot, across spaces, continuations and comments.
-_OPENER = re.compile(rb"\batomic\b|\.(?:\s|\\|#[^\n]*)*(?:atomic|begin|begin_nested|transaction)\b")
-
 LocalCallable = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
-
-
-class Transaction(NamedTuple):
-    """An open transaction scope as shown in messages (`transaction.atomic()`, `@db.atomic()`)."""
-
-    shown: str
-    django: bool
 
 
 class NetworkInTransaction(Rule, ScopedVisitor):
@@ -93,6 +100,19 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         @transaction.atomic
         def f(url):
             transaction.on_commit(functools.partial(requests.post, url))
+        """,
+        """
+        import contextlib
+        import requests
+        from django.db import transaction
+        @contextlib.contextmanager
+        def prepared():
+            with transaction.atomic():
+                prepare()
+            yield
+        def f(url):
+            with prepared():
+                requests.post(url, timeout=5)
         """,
     )
     INVALID = (
@@ -135,6 +155,18 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         def f(url):
             notify(url)  # error: 5 CRL401 "notify() -> requests.post ("
         """,
+        """
+        import contextlib
+        import requests
+        from django.db import transaction
+        @contextlib.contextmanager
+        def db_transaction():
+            with transaction.atomic():
+                yield
+        def f(url):
+            with db_transaction():
+                requests.post(url, timeout=5)  # error: 9 CRL401 "requests.post inside db_transaction() ("
+        """,
     )
 
     def __init__(self, context: FileContext) -> None:
@@ -143,12 +175,16 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         self.network = NetworkCalls(context.tree, names)
         # Outside a transaction only statements that can open one need a visit: they mention an opener or
         # an alias of Django's atomic. Inside one, every statement is visited.
-        words = set(OPENERS)
+        # The project's transaction wrappers (and the names this file binds to one) open one too.
+        values = StaticValues.of(context)
+        project_wrappers = values.project.summary(WRAPPER_WORDS)
+        wrappers = {*project_wrappers, *own_wrapper_words(values.module, project_wrappers)}
+        words = {*OPENERS, *wrappers}
         words.update(
             alias
             for scope in (names.root, *names.scopes.values())
             for alias, target in scope.bindings.items()
-            if target == DJANGO_ATOMIC
+            if target == DJANGO_ATOMIC or target.rpartition(".")[2] in wrappers
         )
         self.outside_lines = lines_mentioning(context.text, words)
         ScopedVisitor.__init__(self, names, self.outside_lines)
@@ -165,6 +201,16 @@ class NetworkInTransaction(Rule, ScopedVisitor):
     def reach(self) -> NetworkReach:
         """What the project functions called inside a transaction reach (other modules read on demand)."""
         return NetworkReach.of_file(self.context)
+
+    @cached_property
+    def scopes(self) -> TransactionScopes:
+        """What opens a transaction here: the APIs and the project's wrappers of them."""
+        return TransactionScopes(self.reach.functions)
+
+    @cached_property
+    def signals(self) -> ProjectSignals:
+        """The project's Django signals and the receivers connected to them (read on the first send)."""
+        return ProjectSignals(self.reach.functions)
 
     @cached_property
     def callables(self) -> dict[Scope, dict[str, list[tuple[LocalCallable, Scope]]]]:
@@ -187,8 +233,12 @@ class NetworkInTransaction(Rule, ScopedVisitor):
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:
         # The substring test is much cheaper than the search and rules most files out. A file need not
-        # import a network API itself: a project function it calls inside a transaction may.
-        return source.has(b"atomic", b"begin", b"transaction") and _OPENER.search(source.data) is not None
+        # import a network API itself: a project function it calls inside a transaction may. Nor need it
+        # name an opener: it may use a project wrapper of one, named in the project's summary.
+        if source.has(b"atomic", b"begin", b"transaction") and OPENER_BYTES.search(source.data) is not None:
+            return True
+        wrappers = ProjectModules(config.root, source.relpath, source.dependencies).summary(WRAPPER_WORDS)
+        return bool(wrappers) and wrapper_pattern(wrappers).search(source.data) is not None
 
     def check(self) -> Iterator[Finding]:
         self.visit(self.context.tree)
@@ -197,14 +247,8 @@ class NetworkInTransaction(Rule, ScopedVisitor):
     # -- transaction scopes ------------------------------------------------------------------------
 
     def _opened_by(self, expression: ast.expr, *, decorator: bool) -> Transaction | None:
-        target = expression.func if isinstance(expression, ast.Call) else expression
-        django = self.resolve(target) == DJANGO_ATOMIC
-        if not django and not (isinstance(target, ast.Attribute) and target.attr in OPENERS):
-            return None
-        shown = ast.unparse(target)
-        if isinstance(expression, ast.Call):
-            shown += "(...)" if expression.args or expression.keywords else "()"
-        return Transaction(f"@{shown}" if decorator else shown, django)
+        module = StaticValues.of(self.context).module
+        return self.scopes.opened_by(expression, self.scope, module, decorator=decorator)
 
     def _run(self, scope: Scope, parts: Sequence[ast.AST], transactions: list[Transaction]) -> None:
         outer = self.transactions, self.lines
@@ -258,7 +302,7 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             elif self.resolve(node.func) == ON_COMMIT:
                 arguments = (*node.args, *(keyword.value for keyword in node.keywords))
                 self.eager.update(argument for argument in arguments if isinstance(argument, ast.Call))
-            else:
+            elif not self._follow_signal(node):
                 self._follow(node)
         self.generic_visit(node)
 
@@ -289,6 +333,30 @@ class NetworkInTransaction(Rule, ScopedVisitor):
                     self._visit_in_scope(self.names.scope_of(target), target.body)
         finally:
             self.via, self.followed = outer
+
+    def _follow_signal(self, call: ast.Call) -> bool:
+        """Whether `call` sends a project signal; reported when a receiver it runs makes a network call."""
+        module = StaticValues.of(self.context).module
+        signal = self.signals.sent(call, self.scope, module)
+        if signal is None:
+            return False
+        assert isinstance(call.func, ast.Attribute)
+        for receiver in self.signals.receivers(call, signal, self.scope, module):
+            reached = self.reach.of(receiver.callee)
+            if reached is None:
+                continue
+            rest = reached._replace(hops=reached.hops[1:]).chain()
+            sent = f"{ast.unparse(call.func)}() -> {receiver.callee.shown}() (receiver, {receiver.where}) -> {rest}"
+            transaction = self.transactions[-1]
+            advice = DJANGO_ADVICE if transaction.django else ADVICE
+            node = call
+            if self.via is not None:
+                node, callee = self.via
+                sent = f"{callee}() -> {sent}"
+            message = f"{sent} inside {transaction.shown}; {advice}"
+            self.found.append(self.context.finding(node, self.IN_TRANSACTION, message))
+            break
+        return True
 
     def _follow_project(self, call: ast.Call) -> None:
         """Report `call` when a project function it runs makes a network call, naming the chain."""

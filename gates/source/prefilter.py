@@ -43,14 +43,16 @@ class Source:
     Several rules ask the same questions of a file (does it name `asyncio`? can a call in it reach the
     network?): each substring test and each whole-file predicate runs once per file, whichever rule asks
     first. `relpath` is the file's path relative to the project root: what a relative import reaches
-    depends on it.
+    depends on it. A prefilter that reads more than the file's bytes (a summary of the project) records
+    what it read in `dependencies`, as a rule does: a file it ruled out is then rechecked when that changes.
     """
 
-    __slots__ = ("_answers", "_imports", "_package", "data", "relpath")
+    __slots__ = ("_answers", "_imports", "_package", "data", "dependencies", "relpath")
 
     def __init__(self, data: bytes, relpath: str = "") -> None:
         self.data = data
         self.relpath = relpath
+        self.dependencies: dict[str, tuple[int, int, str]] = {}
         self._answers: dict[object, bool] = {}
         self._imports: bytes | None = None
         self._package: list[str] | None = None

@@ -5,11 +5,15 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from conftest import run_corral
+from corral.gates.analysis import modules
 from corral.gates.analysis.project import may_bind_function, may_bind_value
+from corral.gates.engine import cache
+from corral.gates.knowledge.transaction_scopes import wrapper_words
 from expectations import FIXTURES
 
 PROJECTS = FIXTURES / "crl4_projects"
@@ -219,3 +223,206 @@ def test_a_helper_walked_once_for_several_files_is_a_dependency_of_each(project)
     ]
     assert findings(root) == expected
     assert findings(root, "--no-cache") == expected
+
+
+@pytest.fixture
+def wrappers(tmp_path: Path) -> Path:
+    target = tmp_path / "wrappers"
+    shutil.copytree(PROJECTS / "wrappers", target)
+    return target
+
+
+def in_helper(where: str, opener: str = "transaction.atomic()") -> str:
+    return f"({where}: {opener}); make the call after commit (transaction.on_commit) or outside the transaction"
+
+
+def test_project_wrappers_are_transaction_scopes_where_they_are_used(wrappers: Path) -> None:
+    post = "notify_partner() -> requests.post (app/partners.py:5)"
+    assert findings(wrappers, "--no-cache") == [
+        f"app/commit.py:26:9: CRL401 requests.post inside local_block() {in_helper('app/commit.py:20')}",
+        f"app/views.py:29:9: CRL401 requests.post inside db_transaction() {in_helper('app/db.py:17')}",
+        f"app/views.py:34:9: CRL401 {post} inside atomic_block() {in_helper('app/db.py:17')}",
+        "app/views.py:39:9: CRL401 requests.post inside session_scope(...) (app/db.py:23: session.begin()); "
+        "make the call outside the transaction, after it commits",
+        "app/views.py:44:9: CRL401 requests.post inside outer_block() (app/db.py:29: db_transaction() "
+        "(app/db.py:17: transaction.atomic())); make the call after commit (transaction.on_commit) or outside the "
+        "transaction",
+        f"app/views.py:49:9: CRL401 requests.post inside Tx() {in_helper('app/db.py:35')}",
+        f"app/views.py:54:5: CRL401 requests.post inside @transactional {in_helper('app/db.py:46')}",
+        f"app/views.py:59:5: CRL401 {post} inside @atomic_view {in_helper('app/db.py:53', '@transaction.atomic')}",
+        "app/views.py:64:5: CRL401 requests.post inside @atomic_on(...) "
+        + in_helper("app/db.py:58", "@transaction.atomic(...)"),
+        f"app/views.py:69:5: CRL401 requests.post inside @db_transaction() {in_helper('app/db.py:17')}",
+    ]
+
+
+def test_a_cached_result_follows_the_wrapper_it_used(wrappers: Path) -> None:
+    assert len(findings(wrappers)) == 10  # warms the cache
+    db = wrappers / "app" / "db.py"
+    original = db.read_text()
+    # db_transaction now yields after its transaction: its uses (and outer_block's, and the re-export's) are clean.
+    db.write_text(original.replace("    with transaction.atomic():\n        yield\n\n\n@acm", "    yield\n\n\n@acm", 1))
+    assert [line.split(": CRL401 ")[0] for line in findings(wrappers)] == [
+        "app/commit.py:26:9",
+        "app/views.py:39:9",
+        "app/views.py:49:9",
+        "app/views.py:54:5",
+        "app/views.py:59:5",
+        "app/views.py:64:5",
+    ]
+    db.write_text(original)
+    assert len(findings(wrappers)) == 10
+
+
+@pytest.mark.parametrize("paths", [(), ("app/views.py",)], ids=["the project", "one file"])
+def test_a_file_the_prefilter_ruled_out_is_rechecked_when_a_wrapper_appears(project, paths: tuple[str, ...]) -> None:
+    root = project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "app/__init__.py": "",
+            "app/views.py": """
+                import requests
+                from app.locks import guarded
+                def place(order):
+                    with guarded():
+                        requests.post(order, timeout=5)
+                """,
+            "app/locks.py": """
+                from contextlib import contextmanager
+                @contextmanager
+                def guarded():
+                    yield
+                """,
+        }
+    )
+    assert findings(root) == []  # neither file opens a transaction: views.py is not even parsed
+    locks = root / "app" / "locks.py"
+    locks.write_text(locks.read_text().replace("    yield", "    with transaction.atomic():\n        yield"))
+    locks.write_text("from django.db import transaction\n" + locks.read_text())
+    # Checking the one file that uses it, the summary is checked with its cached result; checking the whole
+    # project, after the walk, since a file changed.
+    assert findings(root, *paths) == [
+        f"app/views.py:5:9: CRL401 requests.post inside guarded() {in_helper('app/locks.py:5')}",
+    ]
+
+
+def test_flake8_sees_the_project_wrappers(wrappers: Path) -> None:
+    flake8 = Path(sys.executable).parent / "flake8"
+    completed = subprocess.run(
+        [str(flake8), "--isolated", "--select", "CRL", "app/views.py", "app/commit.py"],
+        cwd=wrappers,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 1, completed.stderr
+    assert sorted(completed.stdout.splitlines()) == findings(wrappers, "--no-cache")
+
+
+def test_the_pre_pass_names_the_wrappers_and_their_reexports() -> None:
+    words = wrapper_words(PROJECTS / "wrappers")
+    # Every helper the model accepts, each name it is re-exported as, and the candidates it then rejects.
+    assert {"db_transaction", "atomic_block", "session_scope", "outer_block", "Tx", "transactional"} <= words
+    assert {"atomic_view", "atomic_on", "local_block"} <= words
+    # Nothing that cannot open a transaction: a context manager without one, a class entering nothing, a
+    # decorator that only logs.
+    assert words.isdisjoint({"no_transaction", "NotTx", "logged", "notify_partner", "pay"})
+
+
+@pytest.mark.parametrize(
+    "returned",
+    [
+        "return wrapper",
+        "return (\n        wrapper\n    )",
+        "return (  # the wrapper\n        wrapper)",
+        "return wrapper;",
+    ],
+)
+def test_a_decorator_is_found_however_its_return_is_spelled(project, returned: str) -> None:
+    root = project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "app/__init__.py": "",
+            "app/deco.py": """
+                from django.db import transaction
+                def in_transaction(func):
+                    def wrapper(*args):
+                        with transaction.atomic():
+                            return func(*args)
+                    RETURNED
+                """.replace("RETURNED", returned.replace("\n", "\n" + " " * 16)),
+            "app/views.py": """
+                import requests
+                from app.deco import in_transaction
+                @in_transaction
+                def place(order):
+                    requests.post(order, timeout=5)
+                """,
+        }
+    )
+    assert findings(root, "--no-cache") == [
+        f"app/views.py:5:5: CRL401 requests.post inside @in_transaction {in_helper('app/deco.py:4')}",
+    ]
+
+
+@pytest.fixture
+def signals(tmp_path: Path) -> Path:
+    target = tmp_path / "signals"
+    shutil.copytree(PROJECTS / "signals", target)
+    return target
+
+
+def test_a_signal_sent_inside_a_transaction_is_followed_to_its_receivers(signals: Path) -> None:
+    post = "post_json() -> requests.post (app/partners.py:5)"
+    assert findings(signals, "--no-cache") == [
+        f"app/views.py:13:9: CRL401 order_paid.send() -> notify_partner() (receiver, app/receivers.py:15) -> {post} "
+        + ADVICE,
+        "app/views.py:18:9: CRL401 events.order_refunded.send_robust() -> refund_partner() (receiver, "
+        f"app/receivers.py:34) -> {post} {ADVICE}",
+        f"app/views.py:23:9: CRL401 order_viewed.send() -> count_view() (receiver, app/receivers.py:25) -> {post} "
+        + ADVICE,
+    ]
+
+
+def test_a_cached_result_follows_the_receivers_it_reached(signals: Path) -> None:
+    assert len(findings(signals)) == 3  # warms the cache
+    receivers = signals / "app" / "receivers.py"
+    original = receivers.read_text()
+    # notify_partner now defers its call: views.py's cached finding at the send must not be served.
+    receivers.write_text(
+        original.replace(
+            '    post_json("https://partner.example/paid", {"order": order.pk})',
+            '    transaction.on_commit(lambda: post_json("https://partner.example/paid", {"order": order.pk}))',
+        )
+    )
+    assert [line.split(": CRL401 ")[0] for line in findings(signals)] == ["app/views.py:18:9", "app/views.py:23:9"]
+    receivers.write_text(original)
+    assert len(findings(signals)) == 3
+
+
+def test_the_pre_pass_stays_fast_on_comments_made_of_hashes(tmp_path: Path) -> None:
+    # A comment of many `#`s can be split into comments in exponentially many ways by a careless pattern.
+    hashes = "#" * 60
+    (tmp_path / "banner.py").write_text(
+        f"from django.db import transaction\n\ndef f():\n    return {hashes}\n\ndef g(x):\n    return x.  {hashes}\n"
+    )
+    started = time.perf_counter()
+    assert wrapper_words(tmp_path) == frozenset()
+    assert time.perf_counter() - started < 2
+
+
+def test_the_cache_spells_the_summary_prefix_as_the_analysis_does() -> None:
+    assert cache.SUMMARY_PREFIX == modules.SUMMARY_PREFIX
+
+
+def test_flake8_follows_the_signals_too(signals: Path) -> None:
+    flake8 = Path(sys.executable).parent / "flake8"
+    completed = subprocess.run(
+        [str(flake8), "--isolated", "--select", "CRL", "app/views.py"],
+        cwd=signals,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 1, completed.stderr
+    assert completed.stdout.splitlines() == findings(signals, "--no-cache")

@@ -52,12 +52,14 @@ def test_fixtures(fixture: Path) -> None:
 
 # Projects whose findings come from other modules: a job decorator wrapped there, a spawner re-exported there,
 # a network call made by a helper there, used in files that never name the framework, the spawner's module
-# or a network API.
+# or a network API; transaction wrappers defined there, used in files that never name an opener.
 PROJECTS = [
     FIXTURES_ROOT / "crl2_projects" / "rq_wrappers",
     FIXTURES_ROOT / "crl2_projects" / "helpers",
     FIXTURES_ROOT / "crl1_projects" / "reexports",
     FIXTURES_ROOT / "crl4_projects" / "clients",
+    FIXTURES_ROOT / "crl4_projects" / "wrappers",
+    FIXTURES_ROOT / "crl4_projects" / "signals",
 ]
 PROJECT_FILES = [(root, path) for root in PROJECTS for path in sorted(root.rglob("*.py"))]
 

@@ -1,0 +1,655 @@
+"""What opens a database transaction: the APIs, the project's own wrappers of them, and the pre-pass that
+names those wrappers for the prefilter.
+
+An API opens one when used as a context manager (or decorator): Django's `transaction.atomic` (however
+imported), and `.begin()`, `.begin_nested()`, `.transaction()` or `.atomic()` on any object.
+
+A project wrapper is a transaction scope where it is used (`TransactionScopes.opened_by`):
+
+- a function decorated with `contextlib.contextmanager`/`asynccontextmanager` whose every `yield` stands
+  inside a transaction scope (an API above or another project wrapper, transitively), at `with f(...):`
+  and, as contextlib allows, at `@f(...)`;
+- a class whose `__enter__`/`__aenter__` always enters a transaction itself (a statement of its body calls
+  `x.__enter__()` on an opener's call, on a local or on a `self.<attribute>` the class only ever assigns
+  one), at `with C(...):`;
+- a decorator function whose every `return` hands back either an opener applied to the decorated
+  function (`transaction.atomic(func)`) or a function defined in it that calls the decorated function
+  only inside a transaction scope; `@d(...)` when `d` returns such a decorator.
+
+Wrappers are found through the calls `corral.gates.analysis.project` resolves (same module, imported,
+re-exported) and classes looked up the same way; every module read is a dependency of the checked file.
+A wrapper that also yields, calls or returns outside a transaction is not one (the body may then run
+outside it), nor is anything reached through an object of unknown type, an `ExitStack`, or code behind
+`if TYPE_CHECKING:`.
+
+`wrapper_words(root)`, a byte-level pre-pass over the project (read through `ProjectModules.summary`, so
+once per run and per process, and recorded as a dependency), names every definition that may be such a
+wrapper and every name it is re-exported as: a file that opens no transaction itself but uses one of them
+is not ruled out by the prefilter.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Iterator
+from functools import lru_cache, partial
+from pathlib import Path
+from typing import NamedTuple
+
+from corral.gates.analysis.modules import MAX_REEXPORTS, ModuleInfo, ProjectModules
+from corral.gates.analysis.names import LOCAL, ModuleNames, Scope, is_type_checking_test
+from corral.gates.analysis.project import Callee, Function, ProjectFunctions
+from corral.gates.source.prefilter import starts_word
+
+DJANGO_ATOMIC = "django.db.transaction.atomic"
+# Methods that open a transaction when used as a context manager (or decorator), whatever the object.
+OPENERS = frozenset({"begin", "begin_nested", "transaction", "atomic"})
+CONTEXT_MANAGERS = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})
+ENTER_METHODS = ("__enter__", "__aenter__")
+# The summary `ProjectModules.summary` computes with `wrapper_words`.
+WRAPPER_WORDS = f"{__name__}:wrapper_words"
+
+# Every scope names Django's `atomic` as a whole word (in the call, the decorator or the import binding
+# an alias to it), or an opener as an attribute: after a dot, across spaces, continuations and comments.
+OPENER_BYTES = re.compile(rb"\batomic\b|\.(?:\s|\\|#[^\n]*(?![^\n]))*(?:atomic|begin|begin_nested|transaction)\b")
+# What a file defining a wrapper holds besides what the wrapper opens: a context manager's decorator or
+# method, or a decorator's `return` of a function it defines (a name a `def` binds) or of an opener.
+_CONTEXT_MANAGER_SHAPE = re.compile(rb"contextmanager|__a?enter__")
+_SKIPPED = rb"(?:[\s(\\]|#[^\n]*(?![^\n]))*"
+# Patterns start with their literal word (a look-behind would stop the engine skipping ahead to it): the
+# callers test that the word starts there.
+_RETURNED_NAME = re.compile(rb"return" + _SKIPPED + rb"([A-Za-z_]\w*)(?:[\s);\\]|#[^\n]*(?![^\n]))*$", re.MULTILINE)
+_DEFINED_NAME = re.compile(rb"\bdef(?:\s|\\)+([A-Za-z_]\w*)")
+_DOTTED = rb"(?:\w+(?:[\s\\]|#[^\n]*(?![^\n]))*\.(?:[\s\\]|#[^\n]*(?![^\n]))*)*"
+
+
+class Transaction(NamedTuple):
+    """An open transaction scope as shown in messages (`transaction.atomic()`, `@db.atomic()`,
+    `db_transaction() (app/db.py:12: transaction.atomic())`), and whether Django's atomic opens it."""
+
+    shown: str
+    django: bool
+
+
+class TransactionScopes:
+    """What opens a transaction, seen from one checked file (wrappers in other modules read on demand)."""
+
+    def __init__(self, functions: ProjectFunctions) -> None:
+        self.functions = functions
+        self.project = functions.project
+        # By definition, and by (definition, "factory") for what a decorator factory returns.
+        self._known: dict[object, Transaction | None] = {}
+        self._walking: set[object] = set()
+
+    def opened_by(
+        self, expression: ast.expr, scope: Scope, module: ModuleInfo, *, decorator: bool
+    ) -> Transaction | None:
+        """The transaction `expression` opens as a `with` item (or, with `decorator`, as a decorator)."""
+        opened = direct_opener(expression, scope, module, decorator=decorator)
+        if opened is not None:
+            return opened
+        shown = ast.unparse(expression.func if isinstance(expression, ast.Call) else expression)
+        if isinstance(expression, ast.Call):
+            shown += "(...)" if expression.args or expression.keywords else "()"
+            for callee in self.functions.callees(expression, scope, module):
+                inner = self._remembered(callee.function, partial(self._context_manager, callee))
+                if inner is None and decorator:
+                    inner = self._remembered((callee.function, "factory"), partial(self._decorator_factory, callee))
+                if inner is not None:
+                    return _via(shown, inner, decorator=decorator)
+            if not decorator:
+                for cls, defined_in in self._classes(expression.func, scope, module):
+                    inner = self._remembered(cls, partial(self._entered, cls, defined_in))
+                    if inner is not None:
+                        return _via(shown, inner, decorator=False)
+            return None
+        if decorator:
+            call = ast.Call(func=expression, args=[], keywords=[])
+            for callee in self.functions.callees(call, scope, module):
+                inner = self._remembered(callee.function, partial(self._decorator, callee.function, callee.module))
+                if inner is not None:
+                    return _via(shown, inner, decorator=True)
+        return None
+
+    def _remembered(self, node: object, compute: Callable[[], Transaction | None]) -> Transaction | None:
+        """`compute()` once per definition; a definition met again while it is being judged (a cycle) opens
+        nothing there."""
+        if node in self._known:
+            return self._known[node]
+        if node in self._walking:
+            return None
+        self._walking.add(node)
+        try:
+            found = compute()
+        finally:
+            self._walking.discard(node)
+        self._known[node] = found
+        return found
+
+    # -- context manager functions --------------------------------------------------------------------
+
+    def _context_manager(self, callee: Callee) -> Transaction | None:
+        function, module = callee.function, callee.module
+        defined_in = module.names.scope_of(function).parent
+        if defined_in is None or not any(
+            module.names.resolve(decorator, defined_in) in CONTEXT_MANAGERS for decorator in function.decorator_list
+        ):
+            return None
+        return _every_one_inside(list(self._inside(function, module, _is_yield)))
+
+    def _decorator_factory(self, callee: Callee) -> Transaction | None:
+        """`@factory(...)`: the transaction of the decorator `factory` returns (a function defined in it)."""
+        returned = _returned_functions(callee.function)
+        return None if returned is None else self._decorator_of_all(returned, callee.module)
+
+    # -- decorators -----------------------------------------------------------------------------------
+
+    def _decorator(self, function: Function, module: ModuleInfo) -> Transaction | None:
+        """What a decorator wraps the decorated function in, when every `return` of it says so."""
+        positional = [*function.args.posonlyargs, *function.args.args]
+        if len(positional) != 1:
+            return None
+        decorated = positional[0].arg
+        scope = module.names.scope_of(function)
+        found: Transaction | None = None
+        returns = list(_returns(function.body))
+        for returned in returns:
+            value = returned.value
+            opened: Transaction | None = None
+            if (
+                isinstance(value, ast.Call)
+                and len(value.args) == 1
+                and not value.keywords
+                and isinstance(value.args[0], ast.Name)
+                and value.args[0].id == decorated
+            ):
+                # `return transaction.atomic(func)`, `return db.atomic()(func)`: the opener spelled by its
+                # own name or a wrapper's, as the pre-pass reads a `return` (not through an alias of atomic).
+                aliased = _innermost_name(value.func) not in OPENERS
+                if not (aliased and direct_opener(value.func, scope, module, decorator=True)):
+                    opened = self.opened_by(value.func, scope, module, decorator=True)
+                if opened is not None:
+                    opened = Transaction(f"{module.relpath}:{value.lineno}: {opened.shown}", opened.django)
+            elif isinstance(value, ast.Name):
+                inner = _nested_function(function, value.id)
+                if inner is not None:
+                    opened = self._wraps_calls(inner, decorated, scope, module)
+            if opened is None:
+                return None
+            found = found or opened
+        return found
+
+    def _decorator_of_all(self, functions: list[Function], module: ModuleInfo) -> Transaction | None:
+        found = [self._decorator(function, module) for function in functions]
+        return found[0] if found and all(found) else None
+
+    def _wraps_calls(self, wrapper: Function, decorated: str, outer: Scope, module: ModuleInfo) -> Transaction | None:
+        """The transaction every call of the decorated function inside `wrapper` runs in."""
+        own = [opened for d in wrapper.decorator_list if (opened := self.opened_by(d, outer, module, decorator=True))]
+        if own:
+            # `@transaction.atomic def wrapper(...)`: its whole body runs inside.
+            decorator = own[0]
+            where = wrapper.decorator_list[0].lineno
+            return Transaction(f"{module.relpath}:{where}: {decorator.shown}", decorator.django)
+
+        def calls_decorated(node: ast.AST, at: Scope) -> bool:
+            return (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == decorated
+                and at.binder(decorated) is outer
+            )
+
+        return _every_one_inside(list(self._inside(wrapper, module, calls_decorated)))
+
+    # -- classes --------------------------------------------------------------------------------------
+
+    def _classes(self, func: ast.expr, scope: Scope, module: ModuleInfo) -> list[tuple[ast.ClassDef, ModuleInfo]]:
+        """The project classes `func` names (defined in the module, imported or re-exported)."""
+        if isinstance(func, ast.Name):
+            binder = scope.binder(func.id)
+            if binder is None:
+                return []
+            target = binder.bindings[func.id]
+            if target != LOCAL:
+                return self._imported_classes(target, 0)
+            sites = module.bindings.get(func.id, []) if binder is module.names.root else binder.sites_of(func.id)
+            return _only_classes(sites, module)
+        if isinstance(func, ast.Attribute):
+            dotted = module.names.resolve(func, scope)
+            if dotted is not None:
+                return self._imported_classes(dotted, 0)
+        return []
+
+    def _imported_classes(self, dotted: str, reexports: int) -> list[tuple[ast.ClassDef, ModuleInfo]]:
+        owner, _, name = dotted.rpartition(".")
+        if not owner or reexports > MAX_REEXPORTS:
+            return []
+        data = self.project.source(owner)
+        if data is None or name.encode() not in data:
+            return []
+        module = self.project.module(owner)
+        if module is None:
+            return []
+        sites = module.bindings.get(name, [])
+        if len(sites) == 1 and isinstance(sites[0], ast.ImportFrom):
+            target = module.names.root.lookup(name)
+            return self._imported_classes(target, reexports + 1) if target is not None else []
+        return _only_classes(sites, module)
+
+    def _entered(self, cls: ast.ClassDef, module: ModuleInfo) -> Transaction | None:
+        """The transaction a class's `__enter__`/`__aenter__` always enters itself: a statement of its body
+        (not under an `if` or a `try`) calls `__enter__`/`__aenter__` on what can only be an opener."""
+        methods = [
+            statement for statement in cls.body if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef))
+        ]
+        for method in methods:
+            if method.name not in ENTER_METHODS:
+                continue
+            scope = module.names.scope_of(method)
+            positional = [*method.args.posonlyargs, *method.args.args]
+            instance = positional[0].arg if positional else None
+            for statement in method.body:
+                if not isinstance(statement, (ast.Expr, ast.Return, ast.Assign, ast.AnnAssign)):
+                    continue
+                for node in ast.walk(statement):
+                    if (
+                        isinstance(node, ast.Call)
+                        and isinstance(node.func, ast.Attribute)
+                        and node.func.attr in ENTER_METHODS
+                    ):
+                        opened = self._opener_held(node.func.value, instance, scope, methods, module)
+                        if opened is not None:
+                            return opened
+        return None
+
+    def _opener_held(
+        self, entered: ast.expr, instance: str | None, scope: Scope, methods: list[Function], module: ModuleInfo
+    ) -> Transaction | None:
+        """The transaction `entered` opens when every value it may hold opens one: itself when it is a call,
+        the value of a local assigned once, or every `self.<attribute> = ...` of the class's methods."""
+        values: list[tuple[ast.expr, Scope]] = []
+        if isinstance(entered, ast.Call):
+            values = [(entered, scope)]
+        elif isinstance(entered, ast.Name):
+            sites = scope.sites_of(entered.id)
+            if len(sites) == 1 and isinstance(sites[0], ast.Assign) and isinstance(sites[0].value, ast.Call):
+                values = [(sites[0].value, scope)]
+        elif _is_attribute_of(entered, instance, None):
+            for method in methods:
+                at = module.names.scope_of(method)
+                for node in _runs_in(method.body, module, at):
+                    targets = node.targets if isinstance(node, ast.Assign) else []
+                    if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+                        targets = [node.target]
+                    assert isinstance(entered, ast.Attribute)
+                    if any(_is_attribute_of(target, instance, entered.attr) for target in targets):
+                        value = getattr(node, "value", None)
+                        # Anything but a call (a conditional value, an augmented assignment) is not known.
+                        if not isinstance(value, ast.Call) or isinstance(node, ast.AugAssign):
+                            return None
+                        values.append((value, at))
+        found: Transaction | None = None
+        for value, at in values:
+            opened = self.opened_by(value, at, module, decorator=False)
+            if opened is None:
+                return None
+            found = found or Transaction(f"{module.relpath}:{value.lineno}: {opened.shown}", opened.django)
+        return found
+
+    # -- where code runs ------------------------------------------------------------------------------
+
+    def _inside(
+        self, function: Function, module: ModuleInfo, wanted: Callable[[ast.AST, Scope], bool]
+    ) -> Iterator[tuple[ast.AST, Transaction | None]]:
+        """Each node of `function`'s body that `wanted` picks, with the innermost transaction open there
+        (and where it was opened), as the body runs when called."""
+        yield from self._walk(list(function.body), module, module.names.scope_of(function), wanted, None)
+
+    def _walk(
+        self,
+        nodes: list[ast.AST],
+        module: ModuleInfo,
+        scope: Scope,
+        wanted: Callable[[ast.AST, Scope], bool],
+        transaction: Transaction | None,
+    ) -> Iterator[tuple[ast.AST, Transaction | None]]:
+        for node in nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue  # defined here, run later (or never)
+            if isinstance(node, ast.If) and is_type_checking_test(node.test, module.names, scope):
+                yield from self._walk(list(node.orelse), module, scope, wanted, transaction)
+                continue
+            if wanted(node, scope):
+                yield node, transaction
+            if isinstance(node, (ast.With, ast.AsyncWith)):
+                current = transaction
+                for item in node.items:
+                    yield from self._walk([item.context_expr], module, scope, wanted, current)
+                    opened = self.opened_by(item.context_expr, scope, module, decorator=False)
+                    if opened is not None:
+                        current = Transaction(
+                            f"{module.relpath}:{item.context_expr.lineno}: {opened.shown}", opened.django
+                        )
+                yield from self._walk(list(node.body), module, scope, wanted, current)
+                continue
+            yield from self._walk(list(ast.iter_child_nodes(node)), module, scope, wanted, transaction)
+
+
+def direct_opener(expression: ast.expr, scope: Scope, module: ModuleInfo, *, decorator: bool) -> Transaction | None:
+    """The transaction an API (not a project wrapper) opens as `expression`."""
+    target = expression.func if isinstance(expression, ast.Call) else expression
+    django = module.names.resolve(target, scope) == DJANGO_ATOMIC
+    if not django and not (isinstance(target, ast.Attribute) and target.attr in OPENERS):
+        return None
+    shown = ast.unparse(target)
+    if isinstance(expression, ast.Call):
+        shown += "(...)" if expression.args or expression.keywords else "()"
+    return Transaction(f"@{shown}" if decorator else shown, django)
+
+
+def _innermost_name(expression: ast.expr) -> str | None:
+    """The name an expression ends with, through calls: `atomic` for `transaction.atomic(using=...)`."""
+    while isinstance(expression, ast.Call):
+        expression = expression.func
+    if isinstance(expression, ast.Attribute):
+        return expression.attr
+    return expression.id if isinstance(expression, ast.Name) else None
+
+
+def _via(shown: str, inner: Transaction, *, decorator: bool) -> Transaction:
+    """A wrapper as messages show it: its use, then where it opens the transaction."""
+    return Transaction(f"{'@' if decorator else ''}{shown} ({inner.shown})", inner.django)
+
+
+def _is_yield(node: ast.AST, scope: Scope) -> bool:
+    return isinstance(node, (ast.Yield, ast.YieldFrom))
+
+
+def _every_one_inside(found: list[tuple[ast.AST, Transaction | None]]) -> Transaction | None:
+    """The transaction of the first node found, when there is one and every node found is inside one."""
+    if not found or any(transaction is None for _, transaction in found):
+        return None
+    return found[0][1]
+
+
+def _returns(body: list[ast.stmt]) -> Iterator[ast.Return]:
+    """The `return` statements of a function body (not of the functions and classes defined in it)."""
+    for statement in body:
+        for node in _statements(statement):
+            if isinstance(node, ast.Return):
+                yield node
+
+
+def _statements(statement: ast.stmt) -> Iterator[ast.stmt]:
+    yield statement
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return
+    for child in ast.iter_child_nodes(statement):
+        if isinstance(child, ast.stmt):
+            yield from _statements(child)
+        elif isinstance(child, (ast.ExceptHandler, ast.match_case)):
+            for inner in child.body:
+                yield from _statements(inner)
+
+
+def _returned_functions(function: Function) -> list[Function] | None:
+    """The functions defined in `function` that its every `return` hands back; None when one returns
+    anything else."""
+    returned: list[Function] = []
+    returns = list(_returns(function.body))
+    for statement in returns:
+        value = statement.value
+        inner = _nested_function(function, value.id) if isinstance(value, ast.Name) else None
+        if inner is None:
+            return None
+        returned.append(inner)
+    return returned or None
+
+
+def _nested_function(function: Function, name: str) -> Function | None:
+    """The one function named `name` defined directly in `function`'s body (None when it is bound otherwise too)."""
+    found = [
+        site
+        for site in function.body
+        if isinstance(site, (ast.FunctionDef, ast.AsyncFunctionDef)) and site.name == name
+    ]
+    if not found:
+        return None
+    sites = [site for site in ast.walk(ast.Module(body=function.body, type_ignores=[])) if _binds(site, name)]
+    return found[0] if len(found) == 1 and len(sites) == 1 else None
+
+
+def _binds(node: ast.AST, name: str) -> bool:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name == name
+    return isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store)
+
+
+def _only_classes(sites: list[ast.AST], module: ModuleInfo) -> list[tuple[ast.ClassDef, ModuleInfo]]:
+    classes = [(site, module) for site in sites if isinstance(site, ast.ClassDef)]
+    return classes if classes and len(classes) == len(sites) else []
+
+
+def _is_attribute_of(target: ast.expr, instance: str | None, attribute: str | None) -> bool:
+    """Whether `target` is `<instance>.<attribute>` (any attribute when `attribute` is None)."""
+    return (
+        isinstance(target, ast.Attribute)
+        and attribute in (None, target.attr)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == instance
+    )
+
+
+def _runs_in(body: list[ast.stmt], module: ModuleInfo, scope: Scope) -> Iterator[ast.AST]:
+    """Every node of a function body that runs when it is called (not nested definitions, not code behind
+    `if TYPE_CHECKING:`)."""
+    pending: list[ast.AST] = list(reversed(body))
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        yield node
+        if isinstance(node, ast.If) and is_type_checking_test(node.test, module.names, scope):
+            pending.extend(reversed(node.orelse))
+            continue
+        pending.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+# -- the pre-pass -------------------------------------------------------------------------------------
+
+
+def wrapper_words(root: Path) -> frozenset[str]:
+    """The names a use of a project transaction wrapper may spell: every function or class that may be one
+    (a superset of what `TransactionScopes` accepts: a context manager or a decorator that mentions an
+    opener or another candidate where it would open it), and every name an import re-exports one as.
+    Byte-level, then a parse of the few files shaped like a wrapper's module; each file is read once."""
+    from corral.gates.source.discovery import discover
+
+    try:
+        paths = discover([str(root)])
+    except FileNotFoundError:
+        return frozenset()
+    prefix = str(root).rstrip("/") + "/"
+    files: list[tuple[str, bytes, bool]] = []
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue  # reported where it is checked itself (CRL001)
+        relpath = path[len(prefix) :] if path.startswith(prefix) else path
+        # The substring tests rule out most files far faster than the pattern.
+        opens = (b"atomic" in data or b"begin" in data or b"transaction" in data) and bool(OPENER_BYTES.search(data))
+        files.append((relpath, data, opens))
+    project = ProjectModules(root, "", {})
+    words: set[str] = set()
+    # Files that open a transaction or name a candidate, and those of them parsed; the shapes read so far.
+    mentioning: set[str] = set()
+    parsed: set[str] = set()
+    shaped: dict[str, bool] = {}
+    # The definitions of each parsed module that may be wrappers, until one is found to be.
+    pending: list[tuple[ModuleNames, list[ast.AST]]] = []
+    fresh: set[str] | None = None  # the words the last round found (None: the first round)
+    while fresh is None or fresh:
+        # A file already read is read again for the new words only; one that now names a candidate, for all.
+        new_words = sorted(fresh or ())
+        found: set[str] = set()
+        for relpath, data, opens in files:
+            known = relpath in mentioning
+            if fresh is None:
+                if not opens:
+                    continue
+            elif not known and not _mentions(data, new_words):
+                continue
+            asked = new_words if known else sorted(words)
+            mentioning.add(relpath)
+            if asked:
+                # A re-export: `from app.db import atomic_block as block` spells the wrapper `block`.
+                found.update(alias.decode() for alias in _aliases(frozenset(asked)).findall(data))
+            if relpath in parsed:
+                continue
+            shape = shaped.get(relpath)
+            if shape is None:
+                returned = _returned_names(data)
+                shape = shaped[relpath] = bool(_CONTEXT_MANAGER_SHAPE.search(data)) or bool(
+                    returned and not returned.isdisjoint(_DEFINED_NAME.findall(data))
+                )
+            openers = frozenset(asked if known else [*OPENERS, *asked])
+            if shape or _returns_opener(data, openers):
+                parsed.add(relpath)
+                module = project.file(relpath)
+                if module is not None:
+                    pending.append((module.names, list(_definitions(module.tree))))
+        # What a parsed module defines may open a transaction through a candidate found since.
+        for names, definitions in pending:
+            for definition in list(definitions):
+                if _may_wrap(definition, names, words | found):
+                    definitions.remove(definition)
+                    found.add(getattr(definition, "name", ""))
+        fresh = found - words
+        words |= fresh
+    return frozenset(words)
+
+
+def own_wrapper_words(module: ModuleInfo, words: frozenset[str]) -> set[str]:
+    """The names of the definitions of the checked module that may be wrappers, given the project's:
+    the pre-pass read the module's file on disk, which a checked text need not match."""
+    found: set[str] = set()
+    definitions = list(_definitions(module.tree))
+    while True:
+        known = words | found
+        fresh = {getattr(node, "name", "") for node in definitions if _may_wrap(node, module.names, set(known))}
+        if fresh <= found:
+            return found
+        found |= fresh
+
+
+@lru_cache(maxsize=8)
+def wrapper_pattern(words: frozenset[str]) -> re.Pattern[bytes]:
+    """Any of `words` as a whole word, in a file's bytes."""
+    alternatives = b"|".join(re.escape(word.encode()) for word in sorted(words, key=len, reverse=True))
+    return re.compile(rb"\b(?:%s)\b" % alternatives)
+
+
+def _returned_names(data: bytes) -> set[bytes]:
+    return {found.group(1) for found in _RETURNED_NAME.finditer(data) if starts_word(data, found.start())}
+
+
+def _mentions(data: bytes, words: list[str]) -> bool:
+    """Whether a file names one of `words` (the substring tests rule out most files faster than the pattern)."""
+    return any(word.encode() in data for word in words) and wrapper_pattern(frozenset(words)).search(data) is not None
+
+
+def _returns_opener(data: bytes, openers: frozenset[str]) -> bool:
+    """Whether a `return` may hand back one of `openers` (a dotted path ending in it) applied to something."""
+    return bool(openers) and any(starts_word(data, found.start()) for found in _returned_opener(openers).finditer(data))
+
+
+@lru_cache(maxsize=32)
+def _returned_opener(openers: frozenset[str]) -> re.Pattern[bytes]:
+    alternatives = b"|".join(re.escape(word.encode()) for word in sorted(openers))
+    return re.compile(rb"return" + _SKIPPED + _DOTTED + rb"(?:%s)\b" % alternatives)
+
+
+@lru_cache(maxsize=32)
+def _aliases(words: frozenset[str]) -> re.Pattern[bytes]:
+    return re.compile(rb"%s\s+as\s+([A-Za-z_]\w*)" % wrapper_pattern(words).pattern)
+
+
+def _definitions(tree: ast.Module) -> Iterator[ast.AST]:
+    """The functions and the classes with `__enter__`/`__aenter__` of a module, at any depth."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or (
+            isinstance(node, ast.ClassDef)
+            and any(
+                isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name in ENTER_METHODS
+                for statement in node.body
+            )
+        ):
+            yield node
+
+
+def _may_wrap(node: ast.AST, names: ModuleNames, words: set[str]) -> bool:
+    """Whether a definition may be a wrapper: a context manager function with a `with` that may open a
+    transaction, a class with `__enter__`/`__aenter__` that may call an opener, a decorator that may
+    return one applied to its function or a function of its own that may open one (or such a decorator:
+    a factory)."""
+    if isinstance(node, ast.ClassDef):
+        return any(isinstance(call, ast.Call) and _may_be_opener(call.func, names, words) for call in ast.walk(node))
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    defined_in = names.scope_of(node).parent
+    if defined_in is not None and any(
+        names.resolve(decorator, defined_in) in CONTEXT_MANAGERS for decorator in node.decorator_list
+    ):
+        return _may_open(node.body, names, words)
+    return _may_decorate(node, names, words)
+
+
+def _may_decorate(function: Function, names: ModuleNames, words: set[str]) -> bool:
+    for returned in _returns(function.body):
+        value = returned.value
+        if isinstance(value, ast.Call) and _may_be_opener(value.func, names, words):
+            return True
+        inner = _nested_function(function, value.id) if isinstance(value, ast.Name) else None
+        if inner is not None and (
+            any(_may_be_opener(decorator, names, words) for decorator in inner.decorator_list)
+            or _may_open(inner.body, names, words)
+            or _may_decorate(inner, names, words)
+        ):
+            return True
+    return False
+
+
+def _may_open(body: list[ast.stmt], names: ModuleNames, words: set[str]) -> bool:
+    """Whether a body has a `with` whose item may open a transaction."""
+    return any(
+        isinstance(node, (ast.With, ast.AsyncWith))
+        and any(_may_be_opener(item.context_expr, names, words) for item in node.items)
+        for statement in body
+        for node in ast.walk(statement)
+    )
+
+
+def _may_be_opener(expression: ast.expr, names: ModuleNames, words: set[str]) -> bool:
+    """Whether an expression may open a transaction: the name it ends with (through calls) is an opener or
+    a candidate wrapper, or an alias of Django's atomic."""
+    while isinstance(expression, ast.Call):
+        expression = expression.func
+    if isinstance(expression, ast.Attribute):
+        return expression.attr in OPENERS or expression.attr in words
+    if isinstance(expression, ast.Name):
+        return expression.id in OPENERS or expression.id in words or expression.id in _atomic_aliases(names)
+    return False
+
+
+@lru_cache(maxsize=64)
+def _atomic_aliases(names: ModuleNames) -> frozenset[str]:
+    return frozenset(
+        alias
+        for scope in (names.root, *names.scopes.values())
+        for alias, target in scope.bindings.items()
+        if target == DJANGO_ATOMIC
+    )
