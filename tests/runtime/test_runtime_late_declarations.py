@@ -370,7 +370,9 @@ def test_a_runtime_that_includes_the_job_modules_runs_their_jobs_in_a_worker(db:
     finally:
         _stop_worker(worker)
     assert _jobs(db) == {"mail.receipt": ("done", 1), "reports.build": ("done", 1)}
-    results = {row["id"]: row["result"] for row in db.rows("SELECT id, CAST(result AS TEXT) AS result FROM corral_jobs")}
+    results = {
+        row["id"]: row["result"] for row in db.rows("SELECT id, CAST(result AS TEXT) AS result FROM corral_jobs")
+    }
     assert [json.loads(str(results[job_id])) for job_id in ids] == ["receipt for order 7", "report 3"]
     assert "not declared" not in log.read_text()
     gate = subprocess.run(
