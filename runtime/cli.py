@@ -19,6 +19,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from corral.runtime.errors import CorralRuntimeError
+from corral.runtime.includes import check_modules, import_modules
 from corral.runtime.runtime import Runtime
 from corral.runtime.stores.protocol import STATES
 
@@ -83,10 +84,19 @@ def _run_worker(work: Coroutine[Any, Any, None]) -> None:
 
 
 def worker_main(argv: list[str]) -> int:
-    """``corral worker MODULE:RUNTIME [--queues a,b] [--grace S]``: run a worker until SIGTERM/SIGINT."""
+    """``corral worker MODULE:RUNTIME [--include MODULE]... [--queues a,b] [--grace S]``: run a worker until
+    SIGTERM/SIGINT. The ``--include`` modules (job modules beside the runtime's ``include=``) are imported
+    after the runtime's module and before the worker claims anything."""
     parser = argparse.ArgumentParser(prog="corral worker", description="Run a corral job worker process.")
     parser.add_argument(
         "target", metavar="MODULE:RUNTIME", help="where the Runtime object lives, e.g. app.jobs:runtime"
+    )
+    parser.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module that declares job kinds, imported before the worker starts (repeatable)",
     )
     parser.add_argument(
         "--queues", nargs="+", metavar="QUEUE", help="queues to work (comma or space separated; default all)"
@@ -96,7 +106,9 @@ def worker_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        include = check_modules("--include", args.include)
         runtime = load_runtime(args.target)
+        import_modules("--include", include)
         _run_worker(_work(runtime, _split_queues(args.queues), args.grace))
     except CorralRuntimeError as exc:
         print(f"corral worker: {exc}", file=sys.stderr)

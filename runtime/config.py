@@ -15,6 +15,7 @@ from types import MappingProxyType
 
 from corral.runtime.declarations import JobKind, KindTable, Queue
 from corral.runtime.errors import ConfigError
+from corral.runtime.includes import check_modules
 
 __all__ = ["RuntimeConfig"]
 
@@ -31,6 +32,11 @@ class RuntimeConfig:
     """The queues this runtime knows (and may work). ``kinds`` holds their job kinds as declared now; the
     runtime itself reads them live (:class:`~corral.runtime.declarations.KindTable`), so kinds declared
     later are known to it too."""
+
+    include: Sequence[str] = ()
+    """Dotted names of the modules that declare job kinds on these queues (``["app.jobs", "app.email_jobs"]``),
+    imported by ``start()`` before anything is claimed: the usual layout declares the jobs in modules that
+    import the queues from the runtime's module, which a worker started on that module alone never imports."""
 
     max_conns: int = 40
     """Connections the store may use (the pool's ``max_size`` for PostgreSQL); the boot check's budget."""
@@ -65,6 +71,10 @@ class RuntimeConfig:
 
     key_busy_snooze: float = 2.0
     """Seconds a job whose ``per_key`` lease is busy is put back, without spending an attempt."""
+
+    unknown_kind_snooze: float = 30.0
+    """Seconds (> 0) a claimed job of a kind this process does not know is put back to waiting, without
+    spending an attempt, for a process that knows it (or this one, once its module is imported)."""
 
     retry_base: float = 1.0
     """Seconds of the first retry's backoff step (``retry_base * 2^(attempt-1)``, with jitter)."""
@@ -111,6 +121,7 @@ class RuntimeConfig:
                 raise ConfigError(f"queue {queue.name!r} is declared twice")
             by_name[queue.name] = queue
         kinds = dict(KindTable(queues))
+        include = check_modules("include", self.include)
         for label, value in (
             ("max_conns", self.max_conns),
             ("max_waiters", self.max_waiters),
@@ -136,10 +147,15 @@ class RuntimeConfig:
         ):
             if not math.isfinite(seconds) or seconds < 0:
                 raise ConfigError(f"{label} must be a finite number of seconds >= 0, got {seconds!r}")
-        for label, seconds in (("enqueue_timeout", self.enqueue_timeout), ("prune_interval", self.prune_interval)):
+        for label, seconds in (
+            ("enqueue_timeout", self.enqueue_timeout),
+            ("prune_interval", self.prune_interval),
+            ("unknown_kind_snooze", self.unknown_kind_snooze),
+        ):
             if not math.isfinite(seconds) or seconds <= 0:
                 raise ConfigError(f"{label} must be a finite number of seconds > 0, got {seconds!r}")
         # frozen: the derived fields are set once, here, like the validated ones above
         object.__setattr__(self, "queues", tuple(queues))
+        object.__setattr__(self, "include", include)
         object.__setattr__(self, "queues_by_name", MappingProxyType(by_name))
         object.__setattr__(self, "kinds", MappingProxyType(kinds))

@@ -44,6 +44,9 @@ __all__ = ["CANCEL_ESCALATION", "JobExecutor", "retry_delay"]
 
 log = logging.getLogger("corral.runtime")
 
+# Seconds between two WARNINGs about jobs of the same unknown kind (a backlog would log one per job).
+UNKNOWN_KIND_WARNING_INTERVAL = 60.0
+
 # Seconds an async job cancelled at its timeout may take to end before its attempt is recorded as
 # failed and stuck: long enough for cleanup in ``finally`` blocks, short enough that a job that
 # swallows its cancellation is reported while its timeout is still news.
@@ -130,6 +133,7 @@ class JobExecutor:
         self._jobs_in_flight: Counter[int] = Counter()  # attempts per job id, from claim to the end of their code
         self._stuck: set[tuple[int, int]] = set()
         self._abandoned: list[tuple[ClaimedJob, asyncio.Future[Any]]] = []
+        self._warned_unknown: dict[str, float] = {}  # kind -> when its last WARNING was logged (monotonic)
 
     def stuck(self) -> list[ClaimedJob]:
         """Attempts recorded failed at their timeout whose code still runs here (each keeps its slot)."""
@@ -159,7 +163,7 @@ class JobExecutor:
         """Run ``job`` (claimed from ``queue``) and settle it; never raises but for the hard stop."""
         kind = self._kinds.get(job.kind)
         if kind is None:
-            await self._settle_failure(job, f"job kind {job.kind!r} is not declared in this process", None)
+            await self._put_back_unknown(job)
             return
         if self._jobs_in_flight[job.id]:
             # an earlier attempt of this job still runs here (stuck past its timeout): the retry waits
@@ -173,6 +177,37 @@ class JobExecutor:
             self._jobs_in_flight[job.id] -= 1
             if not self._jobs_in_flight[job.id]:
                 del self._jobs_in_flight[job.id]
+
+    async def _put_back_unknown(self, job: ClaimedJob) -> None:
+        """A job of a kind no module imported here declares: another process (or this one, once the module
+        is imported) may know it, so it goes back to waiting without spending an attempt, for
+        ``unknown_kind_snooze`` seconds so that this process does not claim it again at once. The queue is
+        not woken for it: nothing here will know the kind sooner."""
+        seconds = self._config.unknown_kind_snooze
+        try:
+            await self._store.snooze(job.id, job.token, seconds=seconds)
+        except Exception:
+            log.exception(
+                "job %s (%s): putting it back failed; its lease will expire and it will be rescued", job.id, job.kind
+            )
+            return
+        self._stats.unknown_kind_snoozed += 1
+        now = time.monotonic()
+        warned = self._warned_unknown.get(job.kind)
+        if warned is not None and now - warned < UNKNOWN_KIND_WARNING_INTERVAL:
+            return
+        self._warned_unknown[job.kind] = now
+        include = ", ".join(self._config.include) or "none"
+        log.warning(
+            "job %s: job kind %r is not declared in this process (queue %r); put back to waiting for %gs without "
+            "spending an attempt. Import the module that declares it in the worker: Runtime(include=[...]) or "
+            "corral worker --include MODULE (included now: %s)",
+            job.id,
+            job.kind,
+            job.queue,
+            seconds,
+            include,
+        )
 
     async def _snooze(self, queue: Queue, job: ClaimedJob) -> None:
         snooze = self._config.key_busy_snooze

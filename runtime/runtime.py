@@ -38,6 +38,7 @@ from corral.runtime.errors import (
     UnknownJobKind,
 )
 from corral.runtime.executor import JobExecutor
+from corral.runtime.includes import import_modules
 from corral.runtime.infra import LoopWatchdog, ProcessPool, cancel_detached, default_start_method, spawn
 from corral.runtime.isolation import serve_imported, serve_inherited
 from corral.runtime.lifecycle import Lifecycle, State
@@ -91,7 +92,8 @@ class Runtime:
     (:func:`corral.runtime.budget.compute_budget`): the workers of the queues this process runs plus
     ``relay`` must fit in ``max_conns * reserve``. When the store draws from a connection pool, the
     pool's real ``max_size`` is ``max_conns``. ``migrate=True`` creates or upgrades the store's schema
-    at start (else ``corral migrate``).
+    at start (else ``corral migrate``). ``include=["app.jobs"]`` names the modules that declare job
+    kinds on the queues; ``start()`` imports them first.
     """
 
     def __init__(
@@ -99,6 +101,7 @@ class Runtime:
         *,
         queues: Sequence[Queue],
         store: str | Store,
+        include: Sequence[str] = (),
         max_conns: int = 40,
         relay: int = 1,
         reserve: float = 0.5,
@@ -110,6 +113,7 @@ class Runtime:
         notify_interval: float = 0.05,
         hot_poll: float = 0.002,
         key_busy_snooze: float = 2.0,
+        unknown_kind_snooze: float = 30.0,
         retry_base: float = 1.0,
         retry_cap: float = 3600.0,
         keep_done: float = 7 * 86400.0,
@@ -122,6 +126,7 @@ class Runtime:
     ) -> None:
         self.config = RuntimeConfig(
             queues=queues,
+            include=include,
             max_conns=max_conns,
             relay=relay,
             reserve=reserve,
@@ -133,6 +138,7 @@ class Runtime:
             notify_interval=notify_interval,
             hot_poll=hot_poll,
             key_busy_snooze=key_busy_snooze,
+            unknown_kind_snooze=unknown_kind_snooze,
             retry_base=retry_base,
             retry_cap=retry_cap,
             keep_done=keep_done,
@@ -244,6 +250,9 @@ class Runtime:
         unknown = [name for name in names if name not in by_name]
         if unknown:
             raise ConfigError(f"unknown queue(s) {', '.join(map(repr, unknown))}; declared: {', '.join(by_name)}")
+        # the job modules first: every kind is known before anything is claimed, relayed or scheduled,
+        # and before the pool forks the children that inherit the kinds
+        import_modules("include", self.config.include)
         budget = self.budget(names)
         if not budget.ok:
             raise BudgetError(

@@ -14,6 +14,7 @@ class RuntimeStats:
     completed: int = 0
     failed_attempts: int = 0
     snoozed: int = 0
+    unknown_kind_snoozed: int = 0  # claimed jobs of a kind this process does not know, put back to waiting
     released: int = 0
     rescued: int = 0
     killed_children: int = 0  # process-isolated attempts SIGKILLed at their timeout

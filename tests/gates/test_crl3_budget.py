@@ -77,6 +77,52 @@ def test_deployment_settings_from_config(project) -> None:
     assert "= 19 > 10 (max_conns 40 x reserve 0.25)" in completed.stdout
 
 
+def test_the_usual_layout_with_include_is_budgeted_like_any_runtime(project) -> None:
+    """`include=` (the job modules a worker imports at start) is no budget input: the gate reads the
+    runtime's queues, relay and max_conns beside it, in both directions."""
+
+    def layout(webhook: int) -> object:
+        return project(
+            {
+                "pyproject.toml": "[tool.corral]\n",
+                "app/__init__.py": "",
+                "app/queues.py": SEED_QUEUES.format(webhook=webhook),
+                "app/runtime.py": SEED_RUNTIME.replace(
+                    "max_conns=40,", 'include=["app.jobs", "app.email_jobs"],\n        max_conns=40,'
+                ),
+                "app/jobs.py": """
+                    from corral.runtime import JobContext
+
+                    from app.queues import index
+
+
+                    @index.job("index.page")
+                    async def index_page(ctx: JobContext, page_id: int) -> None:
+                        return None
+                """,
+                "app/email_jobs.py": """
+                    from corral.runtime import JobContext
+
+                    from app.queues import notify
+
+
+                    @notify.job("notify.receipt", timeout=10)
+                    async def send_receipt(ctx: JobContext, order_id: int) -> None:
+                        return None
+                """,
+            }
+        )
+
+    fits = run_corral("check", "--budget", "--no-cache", cwd=layout(webhook=8))
+    assert fits.returncode == 0, fits.stdout + fits.stderr
+    assert "index 4 + notify 2 + webhook 8 + maintenance 1 + fetch 3 + relay 1 = 19 <= 20" in fits.stdout
+    over = run_corral("check", "--no-cache", cwd=layout(webhook=10))
+    assert over.returncode == 1
+    assert [line.split(" ")[:2] for line in over.stdout.splitlines() if " CRL" in line] == [
+        ["app/runtime.py:5:11:", "CRL301"]
+    ]
+
+
 def test_values_resolve_across_modules(project) -> None:
     root = project(
         {

@@ -87,3 +87,21 @@ def test_runtime_keywords_and_defaults() -> None:
     assert {name: parameters[name].default for name in RUNTIME_DEFAULTS} == RUNTIME_DEFAULTS
     # A runtime that leaves `reserve` out gets the deployment's, whose default is the runtime's.
     assert Config._field_defaults["reserve"] == parameters["reserve"].default
+
+
+def test_the_keywords_the_gate_does_not_read_are_no_budget_input() -> None:
+    # The gate reads `queues`, `relay`, `max_conns` and `reserve` and skips every other keyword (`store`,
+    # `include`, the intervals...): none of those may change the boot check's arithmetic.
+    queue = Queue("pins-budget", max_workers=3, timeout=5)
+    plain = Runtime(queues=[queue], store="memory://", max_conns=10, relay=1)
+    other = Runtime(
+        queues=[queue],
+        store="memory://",
+        max_conns=10,
+        relay=1,
+        include=["app.jobs", "app.email_jobs"],
+        unknown_kind_snooze=5.0,
+        key_busy_snooze=1.0,
+    )
+    assert other.budget().describe() == plain.budget().describe()
+    assert _parameters(Runtime.__init__)["include"].kind is inspect.Parameter.KEYWORD_ONLY
