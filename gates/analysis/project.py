@@ -41,6 +41,7 @@ from typing import NamedTuple, TypeVar
 
 from corral.gates.analysis.modules import MAX_REEXPORTS, ModuleInfo, ProjectModules
 from corral.gates.analysis.names import Scope
+from corral.gates.analysis.runs_now import runs_body
 from corral.gates.source.prefilter import ends_word, starts_word
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -227,6 +228,8 @@ class ProjectFunctions:
         called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
         found: list[Callee] = []
         for callee, own_name in self._called(self._expression(func, scope, module) or ()):
+            if not runs_body(call, callee.function, scope, module):
+                continue  # a coroutine not awaited, a generator not iterated: its body runs later, if ever
             if called is not None and not own_name:
                 # A chain shows the name the call site used, whatever module it was re-exported through.
                 callee = callee._replace(shown=called)
@@ -322,7 +325,8 @@ class ProjectFunctions:
         return self._evaluated(key, lambda: self._bindings(name, binder, module), self._names)
 
     def _bindings(self, name: str, binder: Scope, module: ModuleInfo) -> _Values:
-        sites = binder.sites_of(name)
+        # At module level, what an unconditional top-level statement rebinds no longer counts.
+        sites = module.live_sites(name) if binder is module.names.root else binder.sites_of(name)
         if not sites:
             return None
         if binder.instance is not None and binder.instance[0] == name:

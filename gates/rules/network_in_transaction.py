@@ -32,10 +32,12 @@ from typing import ClassVar, NamedTuple
 
 from corral.gates.analysis.context import FileContext
 from corral.gates.analysis.names import Scope, lookup_in
+from corral.gates.analysis.runs_now import runs_body
 from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning
 from corral.gates.analysis.values import StaticValues
 from corral.gates.config import Config
 from corral.gates.findings import Finding
+from corral.gates.frameworks import call_enqueues
 from corral.gates.knowledge.network import NetworkCall, NetworkCalls
 from corral.gates.knowledge.network_reach import NetworkReach, Reached
 from corral.gates.rules.base import Rule
@@ -164,7 +166,7 @@ class NetworkInTransaction(Rule, ScopedVisitor):
     @cached_property
     def reach(self) -> NetworkReach:
         """What the project functions called inside a transaction reach (other modules read on demand)."""
-        return NetworkReach.of_file(self.context)
+        return NetworkReach.of_file(self.context, call_enqueues)
 
     @cached_property
     def callables(self) -> dict[Scope, dict[str, list[tuple[LocalCallable, Scope]]]]:
@@ -275,6 +277,13 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         if not targets:
             self._follow_project(call)
             return
+        module = StaticValues.of(self.context).module
+        # A local coroutine not awaited or generator not iterated runs later, if ever.
+        targets = [
+            (target, defined_in)
+            for target, defined_in in targets
+            if isinstance(target, ast.Lambda) or runs_body(call, target, self.scope, module)
+        ]
         outer = self.via, self.followed
         if self.via is None and isinstance(func, ast.Name):
             self.via, self.followed = (call, func.id), set()
@@ -293,7 +302,7 @@ class NetworkInTransaction(Rule, ScopedVisitor):
     def _follow_project(self, call: ast.Call) -> None:
         """Report `call` when a project function it runs makes a network call, naming the chain."""
         module = StaticValues.of(self.context).module
-        for callee in self.reach.functions.callees(call, self.scope, module):
+        for callee in self.reach.runs(call, self.scope, module):
             reached = self.reach.of(callee)
             if reached is not None:
                 self._report_reached(call, reached)
