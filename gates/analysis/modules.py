@@ -9,7 +9,9 @@ Where a module is looked for: `a/b.py`, `a/b/__init__.py`, then the same under `
 
 `ProjectModules.origins` follows a name re-exported by project modules (`from app.infra.compat import
 Thread`, where `compat.py` says `from threading import Thread`) to the names outside the project it stands
-for, with where each module re-exported it.
+for, with where each module re-exported it. An import the module rebinds afterwards with a top-level
+`def` or `class` (`from threading import Thread` then `class Thread(Thread)`) is no re-export: the name is
+the project's own (`ModuleInfo.live_sites`).
 """
 
 from __future__ import annotations

@@ -17,6 +17,12 @@ and the modules of `modules.py`:
 - a class: `Mailer(...)` runs its `__init__` (inherited ones too), an instance's call its `__call__`;
 - `functools.partial(f, ...)` bound to a name and then called runs `f`.
 
+A call of an `async def` or a generator function runs nothing where the coroutine or generator is only
+made: `callees` leaves it out unless `runs_now.runs_body` says the call runs it there (awaited, iterated,
+entered). At module level a name bound again by a later top-level `def`, `class` or import stands for
+that binding only (`ModuleInfo.live_sites`: `def f` twice is the second); bindings under `if`/`try` after
+it stay candidates.
+
 A name bound several ways stands for every binding when each is known (`m = Mailer() if a else Sms()`
 follows both); one unknown binding (an unannotated parameter, a value the gate cannot read, a `for`
 target) makes the name unknown, and a name bound to a `def` and to anything else is unknown too. Nothing
@@ -223,7 +229,7 @@ class ProjectFunctions:
         self._modules_deep = 0
 
     def callees(self, call: ast.Call, scope: Scope, module: ModuleInfo) -> list[Callee]:
-        """The function bodies `call`, met in `scope` of `module`, runs; empty when the gate cannot tell."""
+        """The function bodies `call`, met in `scope` of `module`, runs there; empty when the gate cannot tell."""
         func = call.func
         called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
         found: list[Callee] = []

@@ -19,7 +19,14 @@ which calls, `corral.gates.knowledge.network_reach` walks them). The finding is 
 chain (`Mailer.send() -> smtplib.SMTP (app/mail.py:14)`). Calls through objects of unknown type are not followed,
 and a transaction opened without a `with` (`session.begin()` as a statement, autobegin, ATOMIC_REQUESTS) is
 not seen. Functions and lambdas defined but not called, and callables handed on
-(`transaction.on_commit(lambda: ...)`), run later: not inside.
+(`transaction.on_commit(lambda: ...)`), run later: not inside. So does a body the call does not run
+(`corral.gates.analysis.runs_now`): an `async def` called without being awaited, gathered by an awaited
+`asyncio.gather`/`wait_for`/`shield` or run by `asyncio.run` (a coroutine built inside and gathered after
+commit); a generator function whose call is not iterated there (a `for`, a comprehension, `list(...)`,
+`next(...)`, `yield from`) or entered as a `with` item (a `@contextmanager` helper entered inside is
+followed); a Huey task, whose call enqueues it (a Celery task, Dramatiq actor or RQ `@job` function called
+directly runs its body: followed). Of a module-level name two unconditional top-level `def`s/`class`es (or
+an import then one) bind, the last is followed; bindings under `if`/`try` after it are each followed.
 """
 
 from __future__ import annotations

@@ -18,7 +18,10 @@ followed function is read at its call: the argument passed (through every hop), 
 default; a helper's own `**kwargs` passed on carries the call's `timeout=`. A kind declared here for a
 function of another module (arq's or SAQ's function lists, `CronJob(imported)`) has that body judged, reported
 at the declaration. Not followed: what runs later or never (functions and lambdas defined but not called,
-callables handed on, `if TYPE_CHECKING:`), calls through objects of unknown type, clients not seen constructed.
+callables handed on, `if TYPE_CHECKING:`, a coroutine not awaited or run, a generator not iterated: see
+`corral.gates.analysis.runs_now`), a Huey task called (that enqueues it; a Celery task, Dramatiq actor or
+RQ `@job` function called directly runs here and is followed), calls through objects of unknown type,
+clients not seen constructed.
 """
 
 from __future__ import annotations
