@@ -15,6 +15,7 @@ later, or handed to `asyncio.create_task` (CRL1's business), is not run by the c
 from __future__ import annotations
 
 import ast
+import weakref
 from typing import NamedTuple
 
 from corral.gates.analysis.modules import ModuleInfo, run_memo
@@ -102,13 +103,16 @@ def _yields(function: Function) -> bool:
 
 def _drivers(module: ModuleInfo) -> _Drivers:
     """The module's calls in a place that runs what they return, found by one walk on first need."""
-    memo: dict[ModuleInfo, _Drivers] = run_memo("call drivers")
-    known = memo.get(module)
+    known = _DRIVERS.get(module)
     if known is None:
-        known = memo[module] = _Drivers(set(), {}, {})
+        known = _DRIVERS[module] = _Drivers(set(), {}, {})
         for node in ast.walk(module.tree):
             _note(node, known)
     return known
+
+
+# Kept as long as the module is: a checked file's module goes with its check.
+_DRIVERS: weakref.WeakKeyDictionary[ModuleInfo, _Drivers] = weakref.WeakKeyDictionary()
 
 
 def _note(node: ast.AST, drivers: _Drivers) -> None:

@@ -35,6 +35,9 @@ FRAMEWORKS: tuple[Framework, ...] = (
 )
 BY_NAME = {framework.name: framework for framework in FRAMEWORKS}
 _DISPATCH = Dispatch(FRAMEWORKS)
+# The frameworks whose kinds a call enqueues: only they read a called function's decorators (a Celery task's
+# would have Celery look for the project's apps, for an answer that is no anyway).
+_ENQUEUING = Dispatch([framework for framework in FRAMEWORKS if framework.call_enqueues])
 
 
 def might_use_wrappers(source: Source) -> bool:
@@ -69,10 +72,9 @@ def call_enqueues(function: Function, module: ModuleInfo, project: ProjectModule
     known = memo.get(function)
     if known is None:
         with project.recording() as read:
-            finder = Finder(StaticValues(module, project), _DISPATCH, strict=False, follows_wrappers=False)
+            finder = Finder(StaticValues(module, project), _ENQUEUING, strict=False, follows_wrappers=False)
             defined_in = module.names.scope_of(function).parent or module.names.root
-            kinds = finder.declared_by(function, defined_in)
-            enqueues = any(BY_NAME[kind.framework].call_enqueues for kind in kinds if kind.function is function)
+            enqueues = any(kind.function is function for kind in finder.declared_by(function, defined_in))
         known = memo[function] = (enqueues, read)
     else:
         project.replay(known[1])
