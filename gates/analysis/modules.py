@@ -9,7 +9,9 @@ Where a module is looked for: `a/b.py`, `a/b/__init__.py`, then the same under `
 
 `ProjectModules.origins` follows a name re-exported by project modules (`from app.infra.compat import
 Thread`, where `compat.py` says `from threading import Thread`) to the names outside the project it stands
-for, with where each module re-exported it.
+for, with where each module re-exported it. An import the module rebinds afterwards with a top-level
+`def` or `class` (`from threading import Thread` then `class Thread(Thread)`) is no re-export: the name is
+the project's own (`ModuleInfo.live_sites`).
 """
 
 from __future__ import annotations
@@ -50,7 +52,32 @@ class ModuleInfo:
         self.names = names if names is not None else ModuleNames(tree, module, is_package=is_package)
         self.bindings: dict[str, list[ast.AST]] = {}
         self.star_imports: list[str] = []
+        self._unconditional: set[ast.AST] | None = None
         self._collect(tree.body)
+
+    def live_sites(self, name: str) -> list[ast.AST]:
+        """The module-level bindings of `name` (`Scope.sites_of`) that may still hold once the module has run:
+        from the last one a top-level `def`, `class` or import makes outright (nothing under `if`/`try`/`with`/a
+        loop) onward. `def f` twice leaves the second; an import then a `class` of the same name leaves the
+        class; bindings under `if`/`try` after it all stay candidates. Every binding stays when a function may
+        rebind the name (`global`), which runs at no known time."""
+        sites = self.names.root.sites_of(name)
+        if len(sites) < 2:
+            return sites
+        if any(scope.declared and scope.declared.get(name) for scope in self.names.scopes.values()):
+            return sites
+        unconditional = self._unconditional
+        if unconditional is None:
+            unconditional = self._unconditional = set()
+            for statement in self.tree.body:
+                if isinstance(statement, (ast.Import, ast.ImportFrom)):
+                    unconditional.update(statement.names)
+                elif isinstance(statement, _DEFINITIONS):
+                    unconditional.add(statement)
+        for index in range(len(sites) - 1, 0, -1):
+            if sites[index] in unconditional:
+                return sites[index:]
+        return sites
 
     def _collect(self, body: list[ast.stmt]) -> None:
         for statement in body:
@@ -97,6 +124,11 @@ class ModuleInfo:
         for alias in statement.names:
             name = alias.asname or alias.name.partition(".")[0]
             self.bindings.setdefault(name, []).append(statement)
+
+
+# Top-level statements (with imports) whose binding replaces what came before: an assignment does not, so
+# `def f` then `f = wrap(f)` keeps both, as the scope model reads every binding of a name.
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 class _Parsed(NamedTuple):
@@ -332,12 +364,21 @@ class ProjectModules:
                 continue
             name, rest = parts[cut], parts[cut + 1 :]
             root = module.names.root
-            sites = root.sites_of(name)
+            sites = module.live_sites(name)
             if depth >= MAX_REEXPORTS or not sites:
                 return []
+            targets = root.lookup_all(name)
+            if len(sites) < len(root.sites_of(name)) and not any(isinstance(site, ast.alias) for site in sites):
+                # Rebound after the import (`class Thread(Thread)`): what the live assignments name, if any.
+                targets = [
+                    target
+                    for site in sites
+                    if isinstance(site, (ast.Assign, ast.AnnAssign)) and site.value is not None
+                    for target in module.names.resolve_all(site.value, root)
+                ]
             where = f"{module.relpath}:{getattr(sites[0], 'lineno', 1)}"
             found: list[tuple[str, tuple[str, ...]]] = []
-            for target in root.lookup_all(name):
+            for target in targets:
                 full = ".".join([target, *rest])
                 inner = self.origins(full, depth + 1)
                 if inner is None:

@@ -17,6 +17,12 @@ and the modules of `modules.py`:
 - a class: `Mailer(...)` runs its `__init__` (inherited ones too), an instance's call its `__call__`;
 - `functools.partial(f, ...)` bound to a name and then called runs `f`.
 
+A call of an `async def` or a generator function runs nothing where the coroutine or generator is only
+made: `callees` leaves it out unless `runs_now.runs_body` says the call runs it there (awaited, iterated,
+entered). At module level a name bound again by a later top-level `def`, `class` or import stands for
+that binding only (`ModuleInfo.live_sites`: `def f` twice is the second); bindings under `if`/`try` after
+it stay candidates.
+
 A name bound several ways stands for every binding when each is known (`m = Mailer() if a else Sms()`
 follows both); one unknown binding (an unannotated parameter, a value the gate cannot read, a `for`
 target) makes the name unknown, and a name bound to a `def` and to anything else is unknown too. Nothing
@@ -41,6 +47,7 @@ from typing import NamedTuple, TypeVar
 
 from corral.gates.analysis.modules import MAX_REEXPORTS, ModuleInfo, ProjectModules
 from corral.gates.analysis.names import Scope
+from corral.gates.analysis.runs_now import runs_body
 from corral.gates.source.prefilter import ends_word, starts_word
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -221,12 +228,16 @@ class ProjectFunctions:
         self._depth = 0
         self._modules_deep = 0
 
-    def callees(self, call: ast.Call, scope: Scope, module: ModuleInfo) -> list[Callee]:
-        """The function bodies `call`, met in `scope` of `module`, runs; empty when the gate cannot tell."""
+    def callees(self, call: ast.Call, scope: Scope, module: ModuleInfo, *, runs_now: bool = True) -> list[Callee]:
+        """The function bodies `call`, met in `scope` of `module`, runs there; empty when the gate cannot tell.
+        Without `runs_now`, the functions it calls whether or not their bodies run there (a `@contextmanager`
+        function called to decorate, whose body runs around the decorated one)."""
         func = call.func
         called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
         found: list[Callee] = []
         for callee, own_name in self._called(self._expression(func, scope, module) or ()):
+            if runs_now and not runs_body(call, callee.function, scope, module):
+                continue  # a coroutine not awaited, a generator not iterated: its body runs later, if ever
             if called is not None and not own_name:
                 # A chain shows the name the call site used, whatever module it was re-exported through.
                 callee = callee._replace(shown=called)
@@ -322,7 +333,8 @@ class ProjectFunctions:
         return self._evaluated(key, lambda: self._bindings(name, binder, module), self._names)
 
     def _bindings(self, name: str, binder: Scope, module: ModuleInfo) -> _Values:
-        sites = binder.sites_of(name)
+        # At module level, what an unconditional top-level statement rebinds no longer counts.
+        sites = module.live_sites(name) if binder is module.names.root else binder.sites_of(name)
         if not sites:
             return None
         if binder.instance is not None and binder.instance[0] == name:

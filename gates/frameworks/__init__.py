@@ -12,9 +12,10 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
 
+from corral.gates.analysis.modules import Dependency, ModuleInfo, ProjectModules, run_memo
 from corral.gates.analysis.values import StaticValues
 from corral.gates.frameworks import arq, celery, corral, dramatiq, huey, procrastinate, rq, saq, taskiq
-from corral.gates.frameworks.base import Framework, JobKind
+from corral.gates.frameworks.base import Framework, Function, JobKind
 from corral.gates.frameworks.walk import Dispatch, Finder, may_use_wrappers
 from corral.gates.source.prefilter import Source
 
@@ -34,6 +35,9 @@ FRAMEWORKS: tuple[Framework, ...] = (
 )
 BY_NAME = {framework.name: framework for framework in FRAMEWORKS}
 _DISPATCH = Dispatch(FRAMEWORKS)
+# The frameworks whose kinds a call enqueues: only they read a called function's decorators (a Celery task's
+# would have Celery look for the project's apps, for an answer that is no anyway).
+_ENQUEUING = Dispatch([framework for framework in FRAMEWORKS if framework.call_enqueues])
 
 
 def might_use_wrappers(source: Source) -> bool:
@@ -56,3 +60,22 @@ def job_kinds(context: FileContext) -> list[JobKind]:
 
 
 _BY_CONTEXT: weakref.WeakKeyDictionary[FileContext, list[JobKind]] = weakref.WeakKeyDictionary()
+
+
+def call_enqueues(function: Function, module: ModuleInfo, project: ProjectModules) -> bool:
+    """Whether calling `function` (of `module`) enqueues a job kind its decorators declare rather than running its
+    body (a Huey task: `Framework.call_enqueues`). Decorators are read as `job_kinds` reads them, wrappers
+    through other project modules excepted. Answered once per run; each file asking depends on what it read."""
+    if not function.decorator_list:
+        return False
+    memo: dict[Function, tuple[bool, dict[str, Dependency]]] = run_memo("call enqueues")
+    known = memo.get(function)
+    if known is None:
+        with project.recording() as read:
+            finder = Finder(StaticValues(module, project), _ENQUEUING, strict=False, follows_wrappers=False)
+            defined_in = module.names.scope_of(function).parent or module.names.root
+            enqueues = any(kind.function is function for kind in finder.declared_by(function, defined_in))
+        known = memo[function] = (enqueues, read)
+    else:
+        project.replay(known[1])
+    return known[0]

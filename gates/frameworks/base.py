@@ -108,6 +108,9 @@ class Framework:
     # Names of the methods whose calls declare a kind on an object one of its calls made (`app.register_task`,
     # `queue.enqueue`; `owns_call` says which, `method_called` reads them). Also in `words.methods`.
     call_methods: ClassVar[frozenset[str]] = frozenset()
+    # Whether calling a kind's function enqueues the job rather than running its body (Huey): the network rules
+    # then do not follow the call. A framework whose decorated function still runs when called leaves it False.
+    call_enqueues: ClassVar[bool] = False
     # Rule examples (see `corral.gates.rules.base.Rule`), joined into the CRL2 rule's own.
     VALID: ClassVar[tuple[str, ...]] = ()
     INVALID: ClassVar[tuple[str, ...]] = ()

@@ -43,6 +43,9 @@ BASE_CLASS, APP_CONFIG, ANNOTATIONS = "base class", "app config", "task annotati
 
 class Celery(Framework):
     name = "celery"
+    # Calling a task runs its body in the calling process ("When called tasks apply the run() method",
+    # https://docs.celeryq.dev/en/2.2-archived/reference/celery.task.html; `Task.__call__`): `call_enqueues` stays
+    # False and the network rules follow the call; `.delay()` / `.apply_async()` are the enqueues.
     code = "CRL202"
     summary = "a Celery task without a hard time_limit (decorator, base class or app configuration)"
     words = Words(packages=(b"celery",), declaring=(b"task",), methods=("task", "register_task"))

@@ -38,6 +38,8 @@ _CLASSES_AT_MOST = 16
 
 class Dramatiq(Framework):
     name = "dramatiq"
+    # Calling an actor directly runs it synchronously (`Actor.__call__`; dramatiq's tests/test_actors.py,
+    # `test_actors_can_be_called`): `call_enqueues` stays False; `.send()` is the enqueue.
     # A GenericActor subclass says no word of its own: a file importing dramatiq is read.
     words = Words(packages=(b"dramatiq",), declaring=(b"actor",), always_read=True)
     default_limit = 600.0

@@ -49,6 +49,9 @@ ENQUEUED, QUEUE = "enqueue", "queue default_timeout"
 
 class Rq(Framework):
     name = "rq"
+    # `@job` only adds a `delay` method and returns the function itself (rq/decorators.py: "A decorator that adds
+    # a ``delay`` method to the decorated function", `f.delay = delay; return f`; django-rq's `job` wraps it):
+    # calling it runs the body, so `call_enqueues` stays False.
     words = Words(packages=(b"rq", b"django_rq"), declaring=(b"job", b"enqueue"), methods=tuple(ENQUEUES))
     call_methods = frozenset(ENQUEUES)
     default_limit = 180.0

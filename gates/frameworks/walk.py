@@ -140,6 +140,12 @@ class Finder:
                 for case in getattr(statement, "cases", ()):
                     self.walk(case.body, scope)
 
+    def declared_by(self, function: Function, scope: Scope) -> list[JobKind]:
+        """The kinds the decorators of `function` (defined in `scope`) declare, read without the rest of the module."""
+        for decorator in function.decorator_list:
+            self._decorator(decorator, function, scope)
+        return self.kinds
+
     def _calls(self, expressions: list[ast.expr], scope: Scope) -> None:
         """The declaring calls and the dict literals among `expressions`."""
         for expression in expressions:

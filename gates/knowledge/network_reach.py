@@ -4,19 +4,22 @@
 `network.py` classifies, and the project functions it calls (`analysis/project.py` says which), followed
 transitively with cycles cut. What runs later is not walked: functions and lambdas defined in the body but
 not called there, callables handed on (`transaction.on_commit(send)`, `functools.partial(...)`), code
-behind `if TYPE_CHECKING:`. The answer is every network call found, in source order, each with the calls
-that lead to it (and where they stand, so a rule can read the arguments they pass); `of(callee)` is the
-first of them, as a chain to show. Both CRL401 (any network call inside a transaction) and CRL210 (each
-network call's timeout inside a job) read this one walk.
+behind `if TYPE_CHECKING:`, a coroutine or generator a call makes but does not run (`analysis/runs_now.py`),
+and a project function whose call enqueues a job instead (a Huey task: `runs` asks the `enqueues` the rules
+pass in, since the frameworks sit above this layer). The answer is every network call found, in source
+order, each with the calls that lead to it (and where they stand, so a rule can read the arguments they
+pass); `of(callee)` is the first of them, as a chain to show. Both CRL401 (any network call inside a
+transaction) and CRL210 (each network call's timeout inside a job) read this one walk.
 """
 
 from __future__ import annotations
 
 import ast
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from corral.gates.analysis.modules import Dependency, ModuleInfo, run_memo
+from corral.gates.analysis.modules import Dependency, ModuleInfo, ProjectModules, run_memo
 from corral.gates.analysis.names import Scope
 from corral.gates.analysis.project import Callee, Function, ProjectFunctions
 from corral.gates.analysis.scoped import ScopedVisitor
@@ -25,6 +28,9 @@ from corral.gates.knowledge.network import NetworkCall, NetworkCalls
 
 if TYPE_CHECKING:
     from corral.gates.analysis.context import FileContext
+
+# Whether calling a project function (of a module) enqueues a job rather than running the body.
+Enqueues = Callable[[Function, ModuleInfo, ProjectModules], bool]
 
 # The uses kept per function: the first ones in source order. What a chain of helpers calling helpers can
 # reach grows with every path through them; past this many, the later ones are not followed.
@@ -77,8 +83,9 @@ class NetworkReach:
     this process, whichever file reaches it first: its answer, and the files the walk read, serve every
     file that reaches it after."""
 
-    def __init__(self, functions: ProjectFunctions) -> None:
+    def __init__(self, functions: ProjectFunctions, enqueues: Enqueues) -> None:
         self.functions = functions
+        self.enqueues = enqueues
         # Each function's uses and the files its walk read, for every file of the run in this process.
         self._known: dict[Function, tuple[list[NetworkUse], dict[str, Dependency]]] = run_memo("network reach")
         # A function walked while a cycle through it was open: what it reaches short of the functions cut,
@@ -88,12 +95,23 @@ class NetworkReach:
         self._networks: dict[ModuleInfo, NetworkCalls] = run_memo("network calls")
 
     @classmethod
-    def of_file(cls, context: FileContext) -> NetworkReach:
-        """The walk seen from a checked file, one per file: its rules share what the other walked."""
+    def of_file(cls, context: FileContext, enqueues: Enqueues) -> NetworkReach:
+        """The walk seen from a checked file, one per file: its rules share what the other walked. `enqueues`
+        says which project functions a call enqueues as a job instead of running (the frameworks know)."""
         known = _BY_CONTEXT.get(context)
         if known is None:
-            known = _BY_CONTEXT[context] = cls(ProjectFunctions(StaticValues.of(context).project))
+            known = _BY_CONTEXT[context] = cls(ProjectFunctions(StaticValues.of(context).project), enqueues)
         return known
+
+    def runs(self, call: ast.Call, scope: Scope, module: ModuleInfo) -> list[Callee]:
+        """The project function bodies `call`, met in `scope` of `module`, runs there: `ProjectFunctions.callees`
+        less the job kinds the call enqueues (a Huey task)."""
+        project = self.functions.project
+        return [
+            callee
+            for callee in self.functions.callees(call, scope, module)
+            if not self.enqueues(callee.function, callee.module, project)
+        ]
 
     def of(self, callee: Callee) -> Reached | None:
         """The first network call `callee` makes when it runs, as a chain, or None."""
@@ -179,7 +197,7 @@ class _Body(ScopedVisitor):
         if network is not None:
             self.uses.append(NetworkUse((), network, self.scope, self.module))
         else:
-            for callee in self.reach.functions.callees(node, self.scope, self.module):
+            for callee in self.reach.runs(node, self.scope, self.module):
                 uses, cut = self.reach.walk(callee)
                 self.cut |= cut
                 hop = Hop(node, self.scope, self.module, callee)

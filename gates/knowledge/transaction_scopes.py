@@ -92,7 +92,7 @@ class TransactionScopes:
         shown = ast.unparse(expression.func if isinstance(expression, ast.Call) else expression)
         if isinstance(expression, ast.Call):
             shown += "(...)" if expression.args or expression.keywords else "()"
-            for callee in self.functions.callees(expression, scope, module):
+            for callee in self.functions.callees(expression, scope, module, runs_now=False):
                 inner = self._remembered(callee.function, partial(self._context_manager, callee))
                 if inner is None and decorator:
                     inner = self._remembered((callee.function, "factory"), partial(self._decorator_factory, callee))
@@ -106,7 +106,7 @@ class TransactionScopes:
             return None
         if decorator:
             call = ast.Call(func=expression, args=[], keywords=[])
-            for callee in self.functions.callees(call, scope, module):
+            for callee in self.functions.callees(call, scope, module, runs_now=False):
                 inner = self._remembered(callee.function, partial(self._decorator, callee.function, callee.module))
                 if inner is not None:
                     return _via(shown, inner, decorator=True)

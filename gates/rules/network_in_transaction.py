@@ -26,7 +26,14 @@ project (`corral.gates.knowledge.signals`); Django's own signals (`post_save`, s
 Calls through objects of unknown type are not followed,
 and a transaction opened without a `with` (`session.begin()` as a statement, autobegin, ATOMIC_REQUESTS) is
 not seen. Functions and lambdas defined but not called, and callables handed on
-(`transaction.on_commit(lambda: ...)`), run later: not inside.
+(`transaction.on_commit(lambda: ...)`), run later: not inside. So does a body the call does not run
+(`corral.gates.analysis.runs_now`): an `async def` called without being awaited, gathered by an awaited
+`asyncio.gather`/`wait_for`/`shield` or run by `asyncio.run` (a coroutine built inside and gathered after
+commit); a generator function whose call is not iterated there (a `for`, a comprehension, `list(...)`,
+`next(...)`, `yield from`) or entered as a `with` item (a `@contextmanager` helper entered inside is
+followed); a Huey task, whose call enqueues it (a Celery task, Dramatiq actor or RQ `@job` function called
+directly runs its body: followed). Of a module-level name two unconditional top-level `def`s/`class`es (or
+an import then one) bind, the last is followed; bindings under `if`/`try` after it are each followed.
 
 The prefilter admits a file that names an opener, or one of the names the project pre-pass gives its
 wrappers (`transaction_scopes.wrapper_words`, a dependency of every file it rules out).
@@ -42,10 +49,12 @@ from typing import ClassVar
 from corral.gates.analysis.context import FileContext
 from corral.gates.analysis.modules import ProjectModules
 from corral.gates.analysis.names import Scope, lookup_in
+from corral.gates.analysis.runs_now import runs_body
 from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning
 from corral.gates.analysis.values import StaticValues
 from corral.gates.config import Config
 from corral.gates.findings import Finding
+from corral.gates.frameworks import call_enqueues
 from corral.gates.knowledge.network import NetworkCall, NetworkCalls
 from corral.gates.knowledge.network_reach import NetworkReach, Reached
 from corral.gates.knowledge.signals import ProjectSignals
@@ -200,7 +209,7 @@ class NetworkInTransaction(Rule, ScopedVisitor):
     @cached_property
     def reach(self) -> NetworkReach:
         """What the project functions called inside a transaction reach (other modules read on demand)."""
-        return NetworkReach.of_file(self.context)
+        return NetworkReach.of_file(self.context, call_enqueues)
 
     @cached_property
     def scopes(self) -> TransactionScopes:
@@ -319,6 +328,13 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         if not targets:
             self._follow_project(call)
             return
+        module = StaticValues.of(self.context).module
+        # A local coroutine not awaited or generator not iterated runs later, if ever.
+        targets = [
+            (target, defined_in)
+            for target, defined_in in targets
+            if isinstance(target, ast.Lambda) or runs_body(call, target, self.scope, module)
+        ]
         outer = self.via, self.followed
         if self.via is None and isinstance(func, ast.Name):
             self.via, self.followed = (call, func.id), set()
@@ -361,7 +377,7 @@ class NetworkInTransaction(Rule, ScopedVisitor):
     def _follow_project(self, call: ast.Call) -> None:
         """Report `call` when a project function it runs makes a network call, naming the chain."""
         module = StaticValues.of(self.context).module
-        for callee in self.reach.functions.callees(call, self.scope, module):
+        for callee in self.reach.runs(call, self.scope, module):
             reached = self.reach.of(callee)
             if reached is not None:
                 self._report_reached(call, reached)

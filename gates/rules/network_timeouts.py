@@ -18,7 +18,10 @@ followed function is read at its call: the argument passed (through every hop), 
 default; a helper's own `**kwargs` passed on carries the call's `timeout=`. A kind declared here for a
 function of another module (arq's or SAQ's function lists, `CronJob(imported)`) has that body judged, reported
 at the declaration. Not followed: what runs later or never (functions and lambdas defined but not called,
-callables handed on, `if TYPE_CHECKING:`), calls through objects of unknown type, clients not seen constructed.
+callables handed on, `if TYPE_CHECKING:`, a coroutine not awaited or run, a generator not iterated: see
+`corral.gates.analysis.runs_now`), a Huey task called (that enqueues it; a Celery task, Dramatiq actor or
+RQ `@job` function called directly runs here and is followed), calls through objects of unknown type,
+clients not seen constructed.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from corral.gates.analysis.project import Callee
 from corral.gates.analysis.values import Located, StaticValues, Unresolved
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.frameworks import job_kinds
+from corral.gates.frameworks import call_enqueues, job_kinds
 from corral.gates.frameworks.base import JobKind, keyword
 from corral.gates.knowledge.network import CALLS, CLIENTS, NetworkCall, NetworkCalls
 from corral.gates.knowledge.network_reach import Hop, NetworkReach
@@ -114,7 +117,7 @@ class NetworkTimeouts(Rule):
     @cached_property
     def reach(self) -> NetworkReach:
         """What the project functions called in a job's body reach (other modules read on demand)."""
-        return NetworkReach.of_file(self.context)
+        return NetworkReach.of_file(self.context, call_enqueues)
 
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:
@@ -150,7 +153,7 @@ class NetworkTimeouts(Rule):
         """A call of project functions judged as the network calls they make: reported at the call, naming
         the chain, for the first of them (in source order) that fails."""
         module = self.values.module
-        for callee in self.reach.functions.callees(call, scope, module):
+        for callee in self.reach.runs(call, scope, module):
             finding = self._first_failing(kind, callee, (Hop(call, scope, module, callee),), call)
             if finding is not None:
                 yield finding

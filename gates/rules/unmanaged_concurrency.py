@@ -7,7 +7,9 @@ app.infra.compat import Thread`, where compat says `from threading import Thread
 name a spawner: infra may own threads,
 it may not hand the raw class out (except under `Manager` and `Task`, names most projects give classes of
 their own). The message names where it came from. A function or class the project
-defines (an infra helper that starts the thread itself) is not followed.
+defines (an infra helper that starts the thread itself) is not followed, also when it rebinds the imported
+name at top level (`from threading import Thread` then `class Thread(Thread)`: the last unconditional
+binding is what importers get; one under `if`/`try` keeps the import a candidate).
 
 Some spawners are judged only where they are called, because their names are also types (`asyncio.Task` in
 an `isinstance`, `subprocess.Popen` in a signature) or because the call decides whether the work outlives

@@ -49,3 +49,50 @@ def test_reexported_spawners_are_reported_at_each_use_with_their_origin(tmp_path
     completed = run_corral("check", cwd=root)
     assert "CRL101" not in completed.stdout
     assert "CRL103" in completed.stdout and "CRL104" in completed.stdout
+
+
+def test_a_spawner_rebound_to_the_projects_own_class_is_not_a_reexport(project) -> None:
+    # At module level the last unconditional `class`/`def`/import of a name is what importers get; a rebinding
+    # under `if`/`try` keeps every candidate.
+    root = project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "app/__init__.py": "",
+            "app/infra/__init__.py": "",
+            "app/infra/managed.py": """
+                from threading import Thread
+                class Thread(Thread):
+                    def __init__(self, target):
+                        super().__init__(target=target, daemon=False)
+                """,
+            "app/infra/reimported.py": """
+                class Thread:
+                    pass
+                from threading import Thread
+                """,
+            "app/infra/maybe.py": """
+                import os
+                from threading import Thread
+                if os.environ.get("MANAGED"):
+                    class Thread(Thread):
+                        pass
+                """,
+            "app/use.py": """
+                from app.infra.managed import Thread
+                from app.infra.maybe import Thread as MaybeThread
+                from app.infra.reimported import Thread as RawThread
+                def go(f):
+                    Thread(f).start()
+                    MaybeThread(f).start()
+                    RawThread(f).start()
+                """,
+        }
+    )
+    completed = run_corral("check", "--no-cache", cwd=root)
+    found = [line.split(" outside infra")[0] for line in completed.stdout.splitlines()[:-1]]
+    assert found == [
+        "app/use.py:2:29: CRL101 Thread (threading.Thread re-exported by app/infra/maybe.py:2)",
+        "app/use.py:3:34: CRL101 Thread (threading.Thread re-exported by app/infra/reimported.py:3)",
+        "app/use.py:6:5: CRL101 MaybeThread (threading.Thread re-exported by app/infra/maybe.py:2)",
+        "app/use.py:7:5: CRL101 RawThread (threading.Thread re-exported by app/infra/reimported.py:3)",
+    ]

@@ -426,3 +426,83 @@ def test_flake8_follows_the_signals_too(signals: Path) -> None:
     )
     assert completed.returncode == 1, completed.stderr
     assert completed.stdout.splitlines() == findings(signals, "--no-cache")
+
+
+JOB_MODULES = {
+    "pyproject.toml": "[tool.corral]\n",
+    "app/__init__.py": "",
+    "app/queue.py": 'from huey import SqliteHuey\n\nhuey = SqliteHuey("app")\n',
+    "app/tasks.py": """
+        import dramatiq
+        import requests
+        from celery import shared_task
+        from huey import RedisHuey, crontab
+        from huey.contrib.djhuey import db_task
+        from rq.decorators import job
+
+        from app.queue import huey as shared_huey
+
+        huey = RedisHuey("app")
+
+        @huey.task()
+        def notify(url):
+            requests.post(url, timeout=5)
+
+        @huey.periodic_task(crontab(minute="0"))
+        def sweep():
+            requests.get("https://example.com", timeout=5)
+
+        @db_task()
+        def audit(url):
+            requests.post(url, timeout=5)
+
+        @shared_huey.task()
+        def remote(url):
+            requests.post(url, timeout=5)
+
+        @shared_task(time_limit=30)
+        def deliver(url):
+            requests.post(url, timeout=5)
+
+        @dramatiq.actor(time_limit=30000)
+        def push(url):
+            requests.post(url, timeout=5)
+
+        @job("default", timeout=30)
+        def send(url):
+            requests.post(url, timeout=5)
+
+        def ping(url):
+            requests.get(url, timeout=5)
+
+        def ping(url):
+            return url
+        """,
+    "app/views.py": """
+        from django.db import transaction
+        from app.tasks import audit, deliver, notify, ping, push, remote, send, sweep
+
+        def save(url):
+            with transaction.atomic():
+                notify(url)
+                sweep()
+                audit(url)
+                remote(url)
+                ping(url)
+                deliver(url)
+                push(url)
+                send(url)
+        """,
+}
+
+
+def test_a_huey_task_call_enqueues_while_celery_dramatiq_and_rq_calls_run_the_body(project) -> None:
+    # Calling a Huey task enqueues it (its body runs in a worker); a Celery task, a Dramatiq actor and an RQ
+    # `@job` function called directly run their bodies right there. The second `def ping` is the one bound.
+    root = project(JOB_MODULES)
+    post = "requests.post (app/tasks.py:{})"
+    assert [line for line in findings(root, "--no-cache") if "app/views.py" in line] == [
+        f"app/views.py:11:9: CRL401 deliver() -> {post.format(30)} {ADVICE}",
+        f"app/views.py:12:9: CRL401 push() -> {post.format(34)} {ADVICE}",
+        f"app/views.py:13:9: CRL401 send() -> {post.format(38)} {ADVICE}",
+    ]
