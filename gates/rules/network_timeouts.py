@@ -8,7 +8,9 @@ only by an annotation (a parameter, a dataclass field `http: httpx.Client`) is n
 which the gate cannot see; its calls' own `timeout=` still is. `requests`,
 `urllib`, `urllib3`, `socket`, `http.client` and `smtplib` have none (the global socket default, unset
 by default); httpx defaults to 5 s; aiohttp to a total of 300 s. Without a timeout, or with one not
-shorter than the job's, it is a finding; a timeout the gate cannot read is CRL204.
+shorter than the job's, it is a finding; a timeout the gate cannot read is CRL204. A function several kinds
+run (enqueued or registered from several sites) is judged once, against the shortest of their timeouts, and
+each finding names that kind.
 
 A call in the job's body that runs project functions (`corral.gates.analysis.project` says which) is
 judged by every network call they make, transitively, with cycles cut (`corral.gates.knowledge.network_reach`
@@ -24,6 +26,7 @@ callables handed on, `if TYPE_CHECKING:`), calls through objects of unknown type
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Iterator
 from functools import cached_property
 from typing import ClassVar, NamedTuple, TypeGuard
@@ -123,7 +126,7 @@ class NetworkTimeouts(Rule):
         return source.holds(might_declare_jobs)
 
     def check(self) -> Iterator[Finding]:
-        for kind in job_kinds(self.context):
+        for kind in _strictest_kinds(job_kinds(self.context)):
             if kind.function is None:
                 yield from self._judge_defined_elsewhere(kind)
                 continue
@@ -404,6 +407,23 @@ class _Timeout(NamedTuple):
     where: ast.AST
     label: str
     seconds: float | Unresolved | None
+
+
+def _strictest_kinds(kinds: list[JobKind]) -> list[JobKind]:
+    """One kind per function judged: a function several kinds run (enqueued or registered from several sites)
+    is judged once, against the shortest of their timeouts (a call that fits it fits every other), so each
+    offending call is reported once, naming that kind. Kinds judged at their declaration stay apart."""
+    strictest: dict[ast.AST, JobKind] = {}
+    for kind in kinds:
+        key = kind.function if kind.function is not None else kind.node
+        known = strictest.get(key)
+        if known is None or _limit(kind) < _limit(known):
+            strictest[key] = kind
+    return list(strictest.values())
+
+
+def _limit(kind: JobKind) -> float:
+    return math.inf if kind.timeout is None else kind.timeout
 
 
 def _function_reference(declaration: ast.expr) -> ast.expr | None:
