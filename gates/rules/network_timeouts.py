@@ -17,7 +17,10 @@ judged by every network call they make, transitively, with cycles cut (`corral.g
 walks them): each as if written there, read in the callee's module and scope, against this job's timeout.
 The first that fails is reported at the call, naming the chain. A timeout that is a parameter of a
 followed function is read at its call: the argument passed (through every hop), else the parameter's
-default; a helper's own `**kwargs` passed on carries the call's `timeout=`. A kind declared here for a
+default; a helper's own `**kwargs` passed on carries the call's `timeout=`. Through `functools.partial`
+(`p = partial(post, url, timeout=5)`, `p()`) the partial's arguments come first, read where it is made, and a
+keyword of the call replaces the partial's; `Cls(...)` (its `__init__`) and an instance's call (`__call__`) bind
+`self`. A `**` spread that may pass the parameter is CRL204. A kind declared here for a
 function of another module (arq's or SAQ's function lists, `CronJob(imported)`) has that body judged, reported
 at the declaration. Not followed: what runs later or never (functions and lambdas defined but not called,
 callables handed on, `if TYPE_CHECKING:`), calls through objects of unknown type, clients not seen constructed.
@@ -318,20 +321,23 @@ class NetworkTimeouts(Rule):
             return caller.values.unresolved(call, f"{name} is the **{name} of {shown}")
         if name not in {parameter.arg for parameter in parameters} | {item.arg for item in arguments.kwonlyargs}:
             return None  # a local variable of the function, read as one
-        by_keyword = name not in {parameter.arg for parameter in arguments.posonlyargs}
-        for item in call.keywords:
-            if item.arg == name and by_keyword:
-                return item.value, caller
+        layers = self._layers(hop, caller)
+        if name not in {parameter.arg for parameter in arguments.posonlyargs}:
+            given = _keyword_passed(layers, name, f"{name} of {shown}")
+            if given is not None:
+                return given
         positions = [parameter.arg for parameter in parameters]
         if name in positions:
             # Called on `self`/`cls`, a method's first parameter is the instance or the class.
             index = positions.index(name) - (1 if self._binds_first(hop) else 0)
-            leading = call.args[: index + 1]
-            if any(isinstance(argument, ast.Starred) for argument in leading):
+            # A partial's positional arguments come before those of the call.
+            passed = [(argument, layer.place) for layer in reversed(layers) for argument in layer.args]
+            leading = passed[: index + 1]
+            if any(isinstance(argument, ast.Starred) for argument, _ in leading):
                 return caller.values.unresolved(call, f"{name} of {shown} may come from *args")
-            if 0 <= index < len(call.args):
-                return call.args[index], caller
-        if any(item.arg is None for item in call.keywords):
+            if 0 <= index < len(passed):
+                return passed[index]
+        if any(item.arg is None for layer in layers for item in layer.keywords):
             return caller.values.unresolved(call, f"{name} of {shown} may come from **kwargs")
         default = _default(arguments, name)
         if default is None:
@@ -357,12 +363,26 @@ class NetworkTimeouts(Rule):
         ):
             return None
         caller = self._caller(place)
-        for item in hop.call.keywords:
-            if item.arg == "timeout":
-                return item.value, caller
-        if any(item.arg is None for item in hop.call.keywords):
+        layers = self._layers(hop, caller)
+        given = _keyword_passed(layers, "timeout", f"the timeout of {hop.callee.shown}()")
+        if given is not None:
+            return given
+        if any(item.arg is None for layer in layers for item in layer.keywords):
             return caller.values.unresolved(hop.call, f"the timeout of {hop.callee.shown}() may come from **kwargs")
         return None, caller
+
+    def _layers(self, hop: Hop, caller: _Place) -> list[_Passed]:
+        """The arguments a call passes to the function it runs, outermost first: the call's own, then those
+        of each partial it runs the function through (`p = functools.partial(post, url)`, `p(timeout=3)`),
+        each read where it stands."""
+        layers = [_Passed(hop.call, hop.call.args, hop.call.keywords, caller)]
+        for site in reversed(hop.callee.partials):
+            # Made in the calling function itself, a partial's arguments may be that function's parameters.
+            here = site.module is hop.module and site.scope is hop.scope
+            values = self.values.for_module(site.module)
+            at = _Place(values, self.reach.network(site.module), site.scope, caller.path if here else ())
+            layers.append(_Passed(site.call, site.call.args[1:], site.call.keywords, at))
+        return layers
 
     def _caller(self, place: _Place) -> _Place:
         """Where the last call of `place`'s path stands."""
@@ -383,7 +403,8 @@ class NetworkTimeouts(Rule):
         decorators = {item.id for item in callee.function.decorator_list if isinstance(item, ast.Name)}
         if "staticmethod" in decorators:
             return False
-        func = hop.call.func
+        # Through a partial, the function wrapped decides (`partial(self.send, ...)`, `partial(Mailer.send, m)`).
+        func = hop.callee.partials[0].call.args[0] if hop.callee.partials else hop.call.func
         through_class = (
             isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == owner.name
         )
@@ -398,6 +419,15 @@ class _Place(NamedTuple):
     network: NetworkCalls
     scope: Scope
     path: tuple[Hop, ...]
+
+
+class _Passed(NamedTuple):
+    """The arguments one call, or one partial on its way, passes to the function, and where they are read."""
+
+    call: ast.Call
+    args: list[ast.expr]
+    keywords: list[ast.keyword]
+    place: _Place
 
 
 class _Timeout(NamedTuple):
@@ -442,6 +472,21 @@ def _structured(node: ast.AST, values: StaticValues) -> TypeGuard[ast.Tuple | as
     if isinstance(node, ast.Tuple):
         return True
     return isinstance(node, ast.Call) and values.dotted(node.func) in HTTPX_TIMEOUTS | AIOHTTP_TIMEOUTS
+
+
+def _keyword_passed(layers: list[_Passed], name: str, shown: str) -> tuple[ast.expr, _Place] | Unresolved | None:
+    """The argument passed as keyword `name`: the outermost layer naming it wins (a call's keyword replaces a
+    partial's), unless a `**` spread before it may pass it too. None when no layer names it."""
+    spread: _Passed | None = None
+    for layer in layers:
+        for item in layer.keywords:
+            if item.arg == name:
+                if spread is not None:
+                    return spread.place.values.unresolved(spread.call, f"{shown} may come from **kwargs")
+                return item.value, layer.place
+        if spread is None and any(item.arg is None for item in layer.keywords):
+            spread = layer
+    return None
 
 
 def _default(arguments: ast.arguments, name: str) -> ast.expr | None:

@@ -214,10 +214,11 @@ def test_a_helper_with_a_short_timeout_stays_clean_in_every_framework(project, f
 
 
 JOB = """
+    import functools
     import requests
     from typing import TYPE_CHECKING
     from corral.runtime import Queue
-    from app.helpers import from_settings, keyword_only, outer, positional_only, untimed, with_a_client
+    from app.helpers import Poster, from_settings, keyword_only, outer, positional_only, untimed, with_a_client
     q = Queue("q", max_workers=2, timeout=30)
     @q.job("k")
     def k(ctx, url, options, args):
@@ -251,6 +252,16 @@ HELPER_MODULES = {
 
         def with_a_client(client, url):
             return client.get(url)
+
+        class Poster:
+            def __init__(self, url, timeout=None):
+                requests.get(url, timeout=timeout)
+
+            def __call__(self, url, timeout=60):
+                return requests.get(url, timeout=timeout)
+
+            def send(self, url, timeout):
+                return requests.get(url, timeout=timeout)
         """,
 }
 
@@ -289,6 +300,34 @@ HELPER_MODULES = {
         ("def later():\n            untimed(url)", None),
         # A function defined in the job and called there runs now.
         ("def now():\n            untimed(url)\n        now()", "CRL210 now() -> untimed() -> requests.get"),
+        # A partial's arguments come first, read where it is made; the call's keywords replace its own.
+        ("functools.partial(keyword_only, url)(timeout=5)", None),
+        ("p = functools.partial(keyword_only, url, timeout=5)\n        p()", None),
+        ("p = functools.partial(keyword_only, url, timeout=5)\n        p(timeout=50)", "timeout 50 s is not shorter"),
+        ("p = functools.partial(positional_only, url)\n        p(5)", None),
+        ("p = functools.partial(positional_only, url, 31)\n        p()", "positional_only() -> requests.get "),
+        (
+            "seconds = 3\n        p = functools.partial(positional_only, url, seconds)\n        p()",
+            "CRL204 positional_only() -> requests.get (app/helpers.py:8) timeout seconds is a local name",
+        ),
+        (
+            "p = functools.partial(keyword_only, url, **options)\n        p()",
+            "CRL204 keyword_only() -> requests.get (app/helpers.py:5) timeout timeout of keyword_only() may come from",
+        ),
+        (
+            "p = functools.partial(keyword_only, url, timeout=5)\n        p(**options)",
+            "CRL204 keyword_only() -> requests.get (app/helpers.py:5) timeout timeout of keyword_only() may come from",
+        ),
+        # `Poster(...)` runs `__init__`, calling an instance `__call__`: `self` is bound either way.
+        ("Poster(url)", "CRL210 Poster.__init__() -> requests.get (app/helpers.py:27) without a timeout"),
+        ("Poster(url, 5)", None),
+        ("Poster(url, 5)(url)", "CRL210 Poster.__call__() -> requests.get (app/helpers.py:30) timeout 60 s"),
+        ("poster = Poster(url, 5)\n        poster(url, 3)", None),
+        ("functools.partial(Poster(url, 1).send, url)(5)", None),
+        (
+            "functools.partial(Poster.send, Poster(url, 1), url)(40)",
+            "Poster.send() -> requests.get (app/helpers.py:33) timeout 40 s",
+        ),
     ],
 )
 def test_arguments_passed_to_a_helper_are_read_at_the_call(project, call: str, expected: str | None) -> None:
