@@ -12,6 +12,13 @@ shorter than the job's, it is a finding; a timeout the gate cannot read is CRL20
 run (enqueued or registered from several sites) is judged once, against the shortest of their timeouts, and
 each finding names that kind.
 
+A call inside `async with asyncio.timeout(N):` (or `async_timeout.timeout(N)`), or the awaitable
+`await asyncio.wait_for(call, N)` runs, in the job or in a function on the way to the call, is cancelled after
+N: its timeout is the shorter of its own and the innermost-to-outermost smallest N (`None` bounds nothing; the
+arguments of `wait_for` run before it, outside). `asyncio.timeout_at` cancels at a deadline on the loop's clock,
+which the gate cannot read: a call that fails on its own inside one is CRL204, as inside a scope whose delay
+cannot be read.
+
 A call in the job's body that runs project functions (`corral.gates.analysis.project` says which) is
 judged by every network call they make, transitively, with cycles cut (`corral.gates.knowledge.network_reach`
 walks them): each as if written there, read in the callee's module and scope, against this job's timeout.
@@ -35,13 +42,16 @@ from functools import cached_property
 from typing import ClassVar, NamedTuple, TypeGuard
 
 from corral.gates.analysis.context import FileContext
+from corral.gates.analysis.modules import ModuleInfo
 from corral.gates.analysis.names import ModuleNames, Scope, is_type_checking_test
 from corral.gates.analysis.project import Callee
+from corral.gates.analysis.scoped import scoped_parts
 from corral.gates.analysis.values import Located, StaticValues, Unresolved
 from corral.gates.config import Config
 from corral.gates.findings import Finding
 from corral.gates.frameworks import job_kinds
 from corral.gates.frameworks.base import JobKind, keyword
+from corral.gates.frameworks.walk import ASYNC_TIMEOUTS, WAIT_FOR
 from corral.gates.knowledge.network import CALLS, CLIENTS, NetworkCall, NetworkCalls
 from corral.gates.knowledge.network_reach import Hop, NetworkReach
 from corral.gates.rules.base import Rule
@@ -56,6 +66,10 @@ SESSIONS_WITHOUT_TIMEOUT = frozenset({"requests"})
 _CLIENT_TIMEOUT_POSITION = {"http.client": 2, "smtplib": 3}
 HTTPX_TIMEOUTS = frozenset({"httpx.Timeout", "httpx._config.Timeout"})
 AIOHTTP_TIMEOUTS = frozenset({"aiohttp.ClientTimeout", "aiohttp.client.ClientTimeout"})
+# Scopes that cancel what runs in them after a delay (`async with asyncio.timeout(N):`), or at a deadline on
+# the event loop's clock, which the gate cannot read.
+SCOPE_TIMEOUTS = ASYNC_TIMEOUTS | {"async_timeout.timeout"}
+SCOPE_DEADLINES = frozenset({"asyncio.timeout_at", "asyncio.timeouts.timeout_at", "async_timeout.timeout_at"})
 
 
 class NetworkTimeouts(Rule):
@@ -116,6 +130,7 @@ class NetworkTimeouts(Rule):
         self.values = StaticValues.of(context)
         self.calls = NetworkCalls(context.tree, context.names)
         self.reported: set[int] = set()
+        self._bounds: dict[ModuleInfo, dict[ast.Call, tuple[_Bound, ...]]] = {}
 
     @cached_property
     def reach(self) -> NetworkReach:
@@ -147,7 +162,8 @@ class NetworkTimeouts(Rule):
         # A client is reported once, at its construction, however many of its calls fail.
         if timeout is None or (timeout.where is not network.call and id(timeout.where) in self.reported):
             return
-        finding = self._verdict(kind, timeout, timeout.label, timeout.where)
+        bounds = self._bounds_of(network.call, here._replace(path=()))
+        finding = self._verdict(kind, timeout, timeout.label, timeout.where, bounds)
         if finding is not None:
             self.reported.add(id(timeout.where))
             yield finding
@@ -184,16 +200,35 @@ class NetworkTimeouts(Rule):
             if timeout is None:
                 continue
             reached = use.reached(callee)._replace(api=timeout.label, line=getattr(timeout.where, "lineno", 1))
-            finding = self._verdict(kind, timeout, reached.chain(), where)
+            # Each call on the way may run inside a timeout scope of the function it stands in.
+            hops = (*before, *use.path)
+            bounds = [
+                *(
+                    bound
+                    for index, hop in enumerate(hops)
+                    for bound in self._bounds_of(hop.call, self._at_hop(hop, hops[:index]))
+                ),
+                *self._bounds_of(use.network.call, place),
+            ]
+            finding = self._verdict(kind, timeout, reached.chain(), where, bounds)
             if finding is not None:
                 return finding
         return None
 
-    def _verdict(self, kind: JobKind, timeout: _Timeout, label: str, where: ast.AST) -> Finding | None:
+    def _verdict(
+        self, kind: JobKind, timeout: _Timeout, label: str, where: ast.AST, bounds: list[tuple[_Bound, _Place]]
+    ) -> Finding | None:
+        job = kind.timeout
+        shortest, unreadable = self._shortest_bound(bounds)
+        if shortest is not None and (job is None or shortest < job):
+            return None  # cancelled by its timeout scope in time, whatever its own timeout
         seconds = timeout.seconds
         if isinstance(seconds, Unresolved):
             return self.context.finding(where, self.UNRESOLVED, f"{label} timeout {seconds}")
-        job = kind.timeout
+        failing = seconds is None or (job is not None and seconds >= job)
+        if failing and unreadable is not None:
+            # The scope it runs in might cancel it in time: say what cannot be read, not that it fails.
+            return self.context.finding(where, self.UNRESOLVED, f"{label} runs inside a timeout scope: {unreadable}")
         if seconds is None:
             against = f" (job {kind.name!r} times out after {_shown(job)} s)" if job is not None else ""
             return self.context.finding(
@@ -207,6 +242,39 @@ class NetworkTimeouts(Rule):
                 f"of job {kind.name!r}",
             )
         return None
+
+    # -- timeout scopes: `async with asyncio.timeout(N):`, `await asyncio.wait_for(call, N)` ----------------
+
+    def _bounds_of(self, call: ast.Call, place: _Place) -> list[tuple[_Bound, _Place]]:
+        """The timeout scopes `call` runs in within its function, each with where its delay is read (`place`
+        is where the call stands: its function's parameters are read through `place.path`)."""
+        module = place.values.module
+        known = self._bounds.get(module)
+        if known is None:
+            known = self._bounds[module] = _timeout_scopes(module.tree, module.names)
+        return [(bound, place._replace(scope=bound.scope)) for bound in known.get(call, ())]
+
+    def _at_hop(self, hop: Hop, before: tuple[Hop, ...]) -> _Place:
+        """Where a call on the way to a network call stands, reached through the calls `before`."""
+        return _Place(self.values.for_module(hop.module), self.reach.network(hop.module), hop.scope, before)
+
+    def _shortest_bound(self, bounds: list[tuple[_Bound, _Place]]) -> tuple[float | None, Unresolved | None]:
+        """The shortest delay of the timeout scopes (None: none bounds the call), and the first that cannot
+        be read (a deadline, or a delay the gate cannot resolve)."""
+        shortest: float | None = None
+        unreadable: Unresolved | None = None
+        for bound, place in bounds:
+            if bound.delay is None:
+                seconds: float | Unresolved | None = place.values.unresolved(
+                    bound.node, f"{ast.unparse(bound.node.func)}() sets a deadline the gate cannot read"
+                )
+            else:
+                seconds = self._seconds(bound.delay, place)
+            if isinstance(seconds, Unresolved):
+                unreadable = unreadable or seconds
+            elif seconds is not None:
+                shortest = seconds if shortest is None else min(shortest, seconds)
+        return shortest, unreadable
 
     def _timeout(self, network: NetworkCall, place: _Place) -> _Timeout | None:
         """The timeout `network` runs under, read at `place`: its own, else its client's, else its library's
@@ -419,6 +487,61 @@ class _Place(NamedTuple):
     network: NetworkCalls
     scope: Scope
     path: tuple[Hop, ...]
+
+
+class _Bound(NamedTuple):
+    """A timeout scope a call runs in: the `asyncio.timeout(...)` / `wait_for(...)` call, its delay (None: a
+    deadline, `timeout_at`), and the scope the delay is read in."""
+
+    node: ast.Call
+    delay: ast.expr | None
+    scope: Scope
+
+
+def _timeout_scopes(tree: ast.Module, names: ModuleNames) -> dict[ast.Call, tuple[_Bound, ...]]:
+    """Every call of the module that runs inside timeout scopes of its own function, outermost first: the
+    body of `async with asyncio.timeout(N):` (or `async_timeout.timeout`, `timeout_at`), and the awaitable
+    `asyncio.wait_for(call, N)` runs (not its arguments, which run before). A function or lambda defined
+    inside runs later: its body starts outside every scope."""
+    found: dict[ast.Call, tuple[_Bound, ...]] = {}
+    awaited: dict[ast.Call, _Bound] = {}
+    pending: list[tuple[ast.AST, Scope, tuple[_Bound, ...]]] = [(tree, names.root, ())]
+    while pending:
+        node, scope, bounds = pending.pop()
+        if isinstance(node, ast.Call):
+            own = (*bounds, awaited[node]) if node in awaited else bounds
+            if own:
+                found[node] = own
+            if names.resolve(node.func, scope) in WAIT_FOR and node.args and isinstance(node.args[0], ast.Call):
+                given = node.args[1] if len(node.args) > 1 else getattr(keyword(node, "timeout"), "value", None)
+                if given is not None:
+                    awaited[node.args[0]] = _Bound(node, given, scope)
+        if isinstance(node, ast.AsyncWith):
+            inner = bounds
+            for item in node.items:
+                pending.append((item, scope, bounds))
+                inner = (*inner, *_scope_bound(item.context_expr, scope, names))
+            pending.extend((statement, scope, inner) for statement in node.body)
+            continue
+        parts = scoped_parts(node, scope, names)
+        if parts is None:
+            pending.extend((child, scope, bounds) for child in ast.iter_child_nodes(node))
+            continue
+        runs_later = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        pending.extend((part, inner, () if runs_later and inner is not scope else bounds) for part, inner in parts)
+    return found
+
+
+def _scope_bound(context: ast.expr, scope: Scope, names: ModuleNames) -> tuple[_Bound, ...]:
+    if not isinstance(context, ast.Call):
+        return ()
+    called = names.resolve(context.func, scope)
+    if called in SCOPE_DEADLINES:
+        return (_Bound(context, None, scope),)
+    if called not in SCOPE_TIMEOUTS:
+        return ()
+    delay = context.args[0] if context.args else getattr(keyword(context, "delay"), "value", None)
+    return () if delay is None else (_Bound(context, delay, scope),)
 
 
 class _Passed(NamedTuple):
