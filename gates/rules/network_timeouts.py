@@ -14,8 +14,8 @@ each finding names that kind.
 
 A call inside `async with asyncio.timeout(N):` (or `async_timeout.timeout(N)`), or the awaitable
 `await asyncio.wait_for(call, N)` runs, in the job or in a function on the way to the call, is cancelled after
-N: its timeout is the shorter of its own and the innermost-to-outermost smallest N (`None` bounds nothing; the
-arguments of `wait_for` run before it, outside). `asyncio.timeout_at` cancels at a deadline on the loop's clock,
+N: its timeout is the shorter of its own and the smallest N of the scopes around it (`None` bounds nothing;
+the arguments of `wait_for` run before it, outside). `asyncio.timeout_at` cancels at a deadline on the loop's clock,
 which the gate cannot read: a call that fails on its own inside one is CRL204, as inside a scope whose delay
 cannot be read.
 

@@ -219,6 +219,7 @@ JOB = """
     from typing import TYPE_CHECKING
     from corral.runtime import Queue
     from app.helpers import Poster, from_settings, keyword_only, outer, positional_only, untimed, with_a_client
+    from app.settings import QUICK_PAIR, SLOW_PAIR
     q = Queue("q", max_workers=2, timeout=30)
     @q.job("k")
     def k(ctx, url, options, args):
@@ -227,7 +228,7 @@ JOB = """
 HELPER_MODULES = {
     "pyproject.toml": "[tool.corral]\n",
     "app/__init__.py": "",
-    "app/settings.py": "HTTP_TIMEOUT = 40\n",
+    "app/settings.py": "HTTP_TIMEOUT = 40\nQUICK_PAIR = (3, 5)\nSLOW_PAIR = (10, 30)\nODD_PAIR = (3, HTTP_TIMEOUT)\n",
     "app/helpers.py": """
         import requests
         from app.settings import HTTP_TIMEOUT
@@ -300,6 +301,14 @@ HELPER_MODULES = {
         ("def later():\n            untimed(url)", None),
         # A function defined in the job and called there runs now.
         ("def now():\n            untimed(url)\n        now()", "CRL210 now() -> untimed() -> requests.get"),
+        # A (connect, read) pair from a constant of another module reads like a literal one: their sum.
+        ("requests.get(url, timeout=QUICK_PAIR)", None),
+        ("requests.get(url, timeout=SLOW_PAIR)", "CRL210 requests.get timeout 40 s is not shorter than the 30 s"),
+        (
+            "import app.settings\n        requests.get(url, timeout=app.settings.ODD_PAIR)",
+            "CRL210 requests.get timeout 43 s",
+        ),
+        ("keyword_only(url, timeout=QUICK_PAIR)", None),
         # A partial's arguments come first, read where it is made; the call's keywords replace its own.
         ("functools.partial(keyword_only, url)(timeout=5)", None),
         ("p = functools.partial(keyword_only, url, timeout=5)\n        p()", None),
