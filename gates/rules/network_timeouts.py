@@ -3,7 +3,9 @@
 The calls and clients come from `corral.gates.knowledge.network` (shared with CRL4); the job kinds and their
 timeouts from `corral.gates.frameworks`. A call judged here: its own `timeout=` if given, else its client's
 (constructed in the job's function, at module level, or, for a client held as `self.<name>`, in the
-class: `self.http = httpx.Client(timeout=5)` in `__init__`), else the library's default. A client known
+class: `self.http = httpx.Client(timeout=5)` in `__init__`), else the library's default. A client built in the job
+is reported once, at its construction; one built at module level at each call the job makes through it, naming
+where it was built. A client known
 only by an annotation (a parameter, a dataclass field `http: httpx.Client`) is not judged by its timeout,
 which the gate cannot see; its calls' own `timeout=` still is. `requests`,
 `urllib`, `urllib3`, `socket`, `http.client` and `smtplib` have none (the global socket default, unset
@@ -163,9 +165,16 @@ class NetworkTimeouts(Rule):
         if timeout is None or (timeout.where is not network.call and id(timeout.where) in self.reported):
             return
         bounds = self._bounds_of(network.call, here._replace(path=()))
-        finding = self._verdict(kind, timeout, timeout.label, timeout.where, bounds)
+        where, label = timeout.where, timeout.label
+        if timeout.module_level:
+            # Built once for the whole module, it is the job's call that must not use it as it is.
+            where = network.call
+            label = (
+                f"{network.api} (client {label} built at {self.context.relpath}:{getattr(timeout.where, 'lineno', 1)})"
+            )
+        finding = self._verdict(kind, timeout, label, where, bounds)
         if finding is not None:
-            self.reported.add(id(timeout.where))
+            self.reported.add(id(where))
             yield finding
 
     def _judge_followed(self, kind: JobKind, call: ast.Call, scope: Scope) -> Iterator[Finding]:
@@ -280,6 +289,7 @@ class NetworkTimeouts(Rule):
         """The timeout `network` runs under, read at `place`: its own, else its client's, else its library's
         default. None for a client method whose client the gate does not know by construction."""
         where: ast.AST = network.call
+        module_level = False
         expression = network.timeout
         label = network.api
         func = network.call.func
@@ -292,18 +302,19 @@ class NetworkTimeouts(Rule):
                 return None  # a client not known by construction: nothing to judge it by
             client, at = constructed
             where, label = client, ast.unparse(client.func)
+            module_level = at.scope is at.values.module.names.root and place.scope is not at.scope
             expression = _client_timeout(client, network.library)
         if expression is None and any(item.arg is None for item in network.call.keywords):
             forwarded = self._forwarded_timeout(network.call, place)
             if forwarded is None:
                 reason = "it may come from **kwargs"
-                return _Timeout(where, label, place.values.unresolved(network.call, reason))
+                return _Timeout(where, label, place.values.unresolved(network.call, reason), module_level)
             if isinstance(forwarded, Unresolved):
-                return _Timeout(where, label, forwarded)
+                return _Timeout(where, label, forwarded, module_level)
             expression, at = forwarded
         if expression is None:
-            return _Timeout(where, label, DEFAULTS.get(network.library))
-        return _Timeout(where, label, self._seconds(expression, at))
+            return _Timeout(where, label, DEFAULTS.get(network.library), module_level)
+        return _Timeout(where, label, self._seconds(expression, at), module_level)
 
     def _construction(self, node: ast.expr, place: _Place) -> tuple[ast.Call, _Place] | None:
         """The call that built the client `node` names, and where its arguments are read."""
@@ -555,11 +566,12 @@ class _Passed(NamedTuple):
 
 class _Timeout(NamedTuple):
     """The timeout a network call runs under: where it is set (the call, or its client's construction), the
-    API or client shown, and its seconds (None: no timeout)."""
+    API or client shown, its seconds (None: no timeout), and whether the client is one built at module level."""
 
     where: ast.AST
     label: str
     seconds: float | Unresolved | None
+    module_level: bool = False
 
 
 def _strictest_kinds(kinds: list[JobKind]) -> list[JobKind]:
