@@ -2,17 +2,17 @@
 
 The calls and clients come from `corral.gates.knowledge.network` (shared with CRL4); the job kinds and their
 timeouts from `corral.gates.frameworks`. A call judged here: its own `timeout=` if given, else its client's
-(constructed in the job's function, at module level, or, for a client held as `self.<name>`, in the
-class: `self.http = httpx.Client(timeout=5)` in `__init__`), else the library's default. A client built in the job
-is reported once, at its construction; one built at module level at each call the job makes through it, naming
-where it was built. A client known
-only by an annotation (a parameter, a dataclass field `http: httpx.Client`) is not judged by its timeout,
-which the gate cannot see; its calls' own `timeout=` still is. `requests`,
-`urllib`, `urllib3`, `socket`, `http.client` and `smtplib` have none (the global socket default, unset
-by default); httpx defaults to 5 s; aiohttp to a total of 300 s. Without a timeout, or with one not
-shorter than the job's, it is a finding; a timeout the gate cannot read is CRL204. A function several kinds
-run (enqueued or registered from several sites) is judged once, against the shortest of their timeouts, and
-each finding names that kind.
+(constructed in the job's function, at module level, or, for a client held as `self.<name>`, in the class:
+`self.http = httpx.Client(timeout=5)` in `__init__`), else the library's default. A client built in the job is
+reported once, at its construction; one built at module level at each call the job makes through it, naming
+where it was built. A client known only by an annotation (a parameter, a dataclass field `http: httpx.Client`)
+is not judged by its timeout, which the gate cannot see; its calls' own `timeout=` still is. `requests`,
+`urllib`, `urllib3`, `socket`, `http.client` and `smtplib` have none (the global socket default, unset by
+default); httpx defaults to 5 s; aiohttp to a total of 300 s. An API named in `extend-network` (and a client one
+returns) has only its `timeout=` keyword: without one, it has no timeout the gate can read. Without a timeout,
+or with one not shorter than the job's, it is a finding; a timeout the gate cannot read is CRL204. A function
+several kinds run (enqueued or registered from several sites) is judged once, against the shortest of their
+timeouts, and each finding names that kind.
 
 A call inside `async with asyncio.timeout(N):` (or `async_timeout.timeout(N)`), or the awaitable
 `await asyncio.wait_for(call, N)` runs, in the job or in a function on the way to the call, is cancelled after
@@ -54,7 +54,7 @@ from corral.gates.findings import Finding
 from corral.gates.frameworks import job_kinds
 from corral.gates.frameworks.base import JobKind, keyword
 from corral.gates.frameworks.walk import ASYNC_TIMEOUTS, WAIT_FOR
-from corral.gates.knowledge.network import CALLS, CLIENTS, NetworkCall, NetworkCalls
+from corral.gates.knowledge.network import CALLS, CLIENTS, CONFIGURED, NetworkCall, NetworkCalls
 from corral.gates.knowledge.network_reach import Hop, NetworkReach
 from corral.gates.rules.base import Rule
 from corral.gates.rules.job_timeouts import might_declare_jobs
@@ -130,7 +130,7 @@ class NetworkTimeouts(Rule):
     def __init__(self, context: FileContext) -> None:
         super().__init__(context)
         self.values = StaticValues.of(context)
-        self.calls = NetworkCalls(context.tree, context.names)
+        self.calls = NetworkCalls(context.tree, context.names, context.config.extend_network)
         self.reported: set[int] = set()
         self._bounds: dict[ModuleInfo, dict[ast.Call, tuple[_Bound, ...]]] = {}
 
@@ -240,9 +240,9 @@ class NetworkTimeouts(Rule):
             return self.context.finding(where, self.UNRESOLVED, f"{label} runs inside a timeout scope: {unreadable}")
         if seconds is None:
             against = f" (job {kind.name!r} times out after {_shown(job)} s)" if job is not None else ""
-            return self.context.finding(
-                where, self.NO_TIMEOUT, f"{label} without a timeout inside job {kind.name!r}{against}"
-            )
+            # Of an API named in extend-network the gate reads only a `timeout=`: it may have one it cannot see.
+            without = "without a timeout the gate can read" if timeout.library == CONFIGURED else "without a timeout"
+            return self.context.finding(where, self.NO_TIMEOUT, f"{label} {without} inside job {kind.name!r}{against}")
         if job is not None and seconds >= job:
             return self.context.finding(
                 where,
@@ -294,7 +294,11 @@ class NetworkTimeouts(Rule):
         label = network.api
         func = network.call.func
         at = place
-        client_method = network.api not in CALLS and network.library not in SESSIONS_WITHOUT_TIMEOUT
+        client_method = (
+            network.api not in CALLS
+            and network.api not in place.network.configured
+            and network.library not in SESSIONS_WITHOUT_TIMEOUT
+        )
         if expression is None and client_method and isinstance(func, ast.Attribute):
             # A client's method without its own timeout runs under the client's.
             constructed = self._construction(func.value, place)
@@ -308,13 +312,15 @@ class NetworkTimeouts(Rule):
             forwarded = self._forwarded_timeout(network.call, place)
             if forwarded is None:
                 reason = "it may come from **kwargs"
-                return _Timeout(where, label, place.values.unresolved(network.call, reason), module_level)
+                return _Timeout(
+                    where, label, place.values.unresolved(network.call, reason), module_level, network.library
+                )
             if isinstance(forwarded, Unresolved):
-                return _Timeout(where, label, forwarded, module_level)
+                return _Timeout(where, label, forwarded, module_level, network.library)
             expression, at = forwarded
         if expression is None:
-            return _Timeout(where, label, DEFAULTS.get(network.library), module_level)
-        return _Timeout(where, label, self._seconds(expression, at), module_level)
+            return _Timeout(where, label, DEFAULTS.get(network.library), module_level, network.library)
+        return _Timeout(where, label, self._seconds(expression, at), module_level, network.library)
 
     def _construction(self, node: ast.expr, place: _Place) -> tuple[ast.Call, _Place] | None:
         """The call that built the client `node` names, and where its arguments are read."""
@@ -332,7 +338,8 @@ class NetworkTimeouts(Rule):
             located = values.definition(node, place.scope)
             if not isinstance(located, Unresolved) and located.values.module is values.module:
                 found = located.node
-                if isinstance(found, ast.Call) and values.dotted(found.func) in CLIENTS:
+                made = values.dotted(found.func) if isinstance(found, ast.Call) else None
+                if isinstance(found, ast.Call) and (made in CLIENTS or made in place.network.configured):
                     # Built at module level: its arguments name module-level values, not the function's.
                     return found, place._replace(scope=values.module.names.root, path=())
         return None
@@ -572,6 +579,7 @@ class _Timeout(NamedTuple):
     label: str
     seconds: float | Unresolved | None
     module_level: bool = False
+    library: str = ""
 
 
 def _strictest_kinds(kinds: list[JobKind]) -> list[JobKind]:

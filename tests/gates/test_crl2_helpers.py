@@ -392,3 +392,23 @@ def test_a_kind_declared_for_a_function_of_another_module_is_judged_at_the_decla
         assert lines == []
     else:
         assert len(lines) == 1 and lines[0].startswith("app/worker.py:") and expected in lines[0], lines
+
+
+VENDOR_JOBS = {
+    "app/__init__.py": "",
+    "app/storage.py": "import boto3\n\n\ndef upload(key):\n    boto3.client('s3').put_object(Bucket='b', Key=key)\n",
+    "app/jobs.py": "from corral.runtime import Queue\nfrom app.storage import upload\n"
+    "q = Queue('q', max_workers=2, timeout=30)\n\n\n@q.job('k')\ndef k(ctx, key):\n    upload(key)\n",
+}
+
+
+def test_extend_network_reaches_the_helpers_a_job_calls_and_keys_the_cache(project) -> None:
+    root = project({"pyproject.toml": '[tool.corral]\nextend-network = ["boto3.client"]\n', **VENDOR_JOBS})
+    expected = (
+        "app/jobs.py:8:5: CRL210 upload() -> boto3.client (app/storage.py:5) without a timeout the gate can read "
+        "inside job 'k' (job 'k' times out after 30 s)"
+    )
+    assert [line for line in findings(root) if " CRL210 " in line] == [expected]
+    # Without the setting the same files are clean: a result cached under the setting is not served.
+    (root / "pyproject.toml").write_text("[tool.corral]\n")
+    assert [line for line in findings(root) if " CRL210 " in line] == []
