@@ -9,7 +9,11 @@ where it was built. A client known only by an annotation (a parameter, a datacla
 is not judged by its timeout, which the gate cannot see; its calls' own `timeout=` still is. `requests`,
 `urllib`, `urllib3`, `socket`, `http.client` and `smtplib` have none (the global socket default, unset by
 default); httpx defaults to 5 s; aiohttp to a total of 300 s. An API named in `extend-network` (and a client one
-returns) has only its `timeout=` keyword: without one, it has no timeout the gate can read. Without a timeout,
+returns) has only its `timeout=` keyword: without one, it has no timeout the gate can read. Django mail
+(`send_mail`, `EmailMessage(...).send()`, `get_connection().send_messages`) runs under its connection's
+`timeout=` (`connection=get_connection(timeout=5)`), else `EMAIL_TIMEOUT`, read from the module-level assignment
+in the project's settings modules (none: Django's default, no timeout; settings that disagree, or a value or
+a `connection=` the gate cannot read: CRL204). Without a timeout,
 or with one not shorter than the job's, it is a finding; a timeout the gate cannot read is CRL204. A function
 several kinds run (enqueued or registered from several sites) is judged once, against the shortest of their
 timeouts, and each finding names that kind.
@@ -54,7 +58,7 @@ from corral.gates.findings import Finding
 from corral.gates.frameworks import job_kinds
 from corral.gates.frameworks.base import JobKind, keyword
 from corral.gates.frameworks.walk import ASYNC_TIMEOUTS, WAIT_FOR
-from corral.gates.knowledge.network import CALLS, CLIENTS, CONFIGURED, NetworkCall, NetworkCalls
+from corral.gates.knowledge.network import CALLS, CLIENTS, CONFIGURED, DJANGO_MAIL, NetworkCall, NetworkCalls
 from corral.gates.knowledge.network_reach import Hop, NetworkReach
 from corral.gates.rules.base import Rule
 from corral.gates.rules.job_timeouts import might_declare_jobs
@@ -64,6 +68,8 @@ from corral.gates.source.prefilter import Source
 DEFAULTS: dict[str, float | None] = {"httpx": 5.0, "aiohttp": 300.0}
 # A requests.Session has no timeout of its own: each call needs its own.
 SESSIONS_WITHOUT_TIMEOUT = frozenset({"requests"})
+# Django mail without a timeout of its own runs under this setting (Django's default: None, no timeout).
+EMAIL_TIMEOUT = "EMAIL_TIMEOUT"
 # Where a client constructor takes its timeout positionally (after the host/port), when it does.
 _CLIENT_TIMEOUT_POSITION = {"http.client": 2, "smtplib": 3}
 HTTPX_TIMEOUTS = frozenset({"httpx.Timeout", "httpx._config.Timeout"})
@@ -308,6 +314,9 @@ class NetworkTimeouts(Rule):
             where, label = client, ast.unparse(client.func)
             module_level = at.scope is at.values.module.names.root and place.scope is not at.scope
             expression = _client_timeout(client, network.library)
+        if network.library == DJANGO_MAIL and (expression is None or _is_none(expression)):
+            made = where if isinstance(where, ast.Call) else network.call
+            return self._mail_timeout(made, label, at)._replace(module_level=module_level)
         if expression is None and any(item.arg is None for item in network.call.keywords):
             forwarded = self._forwarded_timeout(network.call, place)
             if forwarded is None:
@@ -321,6 +330,56 @@ class NetworkTimeouts(Rule):
         if expression is None:
             return _Timeout(where, label, DEFAULTS.get(network.library), module_level, network.library)
         return _Timeout(where, label, self._seconds(expression, at), module_level, network.library)
+
+    def _mail_timeout(self, made: ast.Call, label: str, place: _Place) -> _Timeout:
+        """The timeout of Django mail sent by `made` (a mail function, an e-mail's construction or a mail
+        connection's) without one of its own: its `connection=`'s `timeout=`, else `EMAIL_TIMEOUT`."""
+        given = keyword(made, "connection")
+        if given is not None and not _is_none(given.value):
+            constructed = self._construction(given.value, place)
+            if constructed is None:
+                reason = f"connection={ast.unparse(given.value)} is no mail connection the gate knows by construction"
+                return _Timeout(made, label, place.values.unresolved(given.value, reason), library=DJANGO_MAIL)
+            connection, at = constructed
+            timeout = keyword(connection, "timeout")
+            if timeout is not None and not _is_none(timeout.value):
+                shown = f"{label} (connection built at {at.values.where(connection)})"
+                return _Timeout(made, shown, self._seconds(timeout.value, at), library=DJANGO_MAIL)
+        seconds, source = self._email_timeout
+        return _Timeout(made, f"{label} ({source})", seconds, library=DJANGO_MAIL)
+
+    @cached_property
+    def _email_timeout(self) -> tuple[float | Unresolved | None, str]:
+        """Django's `EMAIL_TIMEOUT` (default None: no timeout), from the project's settings modules: a
+        module-level assignment of it; settings modules that disagree, or a value that cannot be read, leave
+        it unknown. With where it comes from, to show."""
+        project = self.values.project
+        found: dict[float | None, str] = {}
+        for relpath in project.files_containing(EMAIL_TIMEOUT.encode()):
+            module = project.file(relpath)
+            if module is None or EMAIL_TIMEOUT not in module.bindings:
+                continue
+            values = self.values.for_module(module)
+            setting = values.member(Located(module.tree, values), EMAIL_TIMEOUT, module.tree)
+            if isinstance(setting, Unresolved):
+                return setting, EMAIL_TIMEOUT
+            root = _Place(values, self.reach.network(module), module.names.root, ())
+            seconds = self._seconds(setting.node, root) if isinstance(setting.node, ast.expr) else None
+            if isinstance(seconds, Unresolved) or not isinstance(setting.node, ast.expr):
+                unread = seconds if isinstance(seconds, Unresolved) else values.unresolved(setting.node, "not a value")
+                return unread, f"{EMAIL_TIMEOUT} at {values.where(setting.node)}"
+            found.setdefault(seconds, values.where(setting.node))
+        if len(found) > 1:
+            settings = ", ".join(
+                f"{_shown(seconds) if seconds is not None else None} at {at}" for seconds, at in found.items()
+            )
+            return Unresolved(
+                f"settings modules set different values ({settings})", next(iter(found.values()))
+            ), EMAIL_TIMEOUT
+        if found:
+            ((seconds, at),) = found.items()
+            return seconds, f"{EMAIL_TIMEOUT} at {at}"
+        return None, f"{EMAIL_TIMEOUT} unset"
 
     def _construction(self, node: ast.expr, place: _Place) -> tuple[ast.Call, _Place] | None:
         """The call that built the client `node` names, and where its arguments are read."""
@@ -642,6 +701,10 @@ def _default(arguments: ast.arguments, name: str) -> ast.expr | None:
         if parameter.arg == name:
             return default
     return None
+
+
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
 
 
 def _client_timeout(client: ast.Call, library: str) -> ast.expr | None:

@@ -412,3 +412,59 @@ def test_extend_network_reaches_the_helpers_a_job_calls_and_keys_the_cache(proje
     # Without the setting the same files are clean: a result cached under the setting is not served.
     (root / "pyproject.toml").write_text("[tool.corral]\n")
     assert [line for line in findings(root) if " CRL210 " in line] == []
+
+
+MAIL_JOB = (
+    "from corral.runtime import Queue\nfrom django.core.mail import send_mail\n"
+    "q = Queue('q', max_workers=2, timeout=30)\n\n\n@q.job('k')\ndef k(ctx, to):\n    send_mail('s', 'b', None, [to])\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"app/settings.py": "EMAIL_TIMEOUT = 10\n"}, None),
+        (
+            {"app/settings.py": "DEBUG = False\nEMAIL_TIMEOUT = 60\n"},
+            "CRL210 django.core.mail.send_mail (EMAIL_TIMEOUT at app/settings.py:2) timeout 60 s is not shorter",
+        ),
+        (
+            {"app/settings.py": "EMAIL_TIMEOUT = None\n"},
+            "CRL210 django.core.mail.send_mail (EMAIL_TIMEOUT at app/settings.py:1) without a timeout",
+        ),
+        # Settings modules that agree give one value; ones that disagree, or a value not written out, none.
+        ({"app/settings.py": "EMAIL_TIMEOUT = 10\n", "app/settings_prod.py": "EMAIL_TIMEOUT = 10\n"}, None),
+        (
+            {"app/settings.py": "EMAIL_TIMEOUT = 10\n", "app/settings_prod.py": "EMAIL_TIMEOUT = 20\n"},
+            "CRL204 django.core.mail.send_mail (EMAIL_TIMEOUT) timeout settings modules set different values "
+            "(10 at app/settings.py:1, 20 at app/settings_prod.py:1)",
+        ),
+        (
+            {"app/settings.py": "import os\nEMAIL_TIMEOUT = int(os.environ['MAIL_TIMEOUT'])\n"},
+            "CRL204 django.core.mail.send_mail (EMAIL_TIMEOUT at app/settings.py:2) timeout",
+        ),
+        # Read, never assigned: not a setting.
+        ({"app/mailer.py": "from django.conf import settings\nWAIT = settings.EMAIL_TIMEOUT\n"}, "without a timeout"),
+    ],
+)
+def test_django_mail_runs_under_the_email_timeout_of_the_settings(project, settings, expected: str | None) -> None:
+    root = project({"pyproject.toml": "[tool.corral]\n", "app/__init__.py": "", "app/jobs.py": MAIL_JOB, **settings})
+    lines = [line for line in findings(root, "--no-cache") if line.startswith("app/jobs.py")]
+    if expected is None:
+        assert lines == []
+    else:
+        assert len(lines) == 1 and expected in lines[0], lines
+
+
+def test_a_cached_mail_job_follows_its_settings(project) -> None:
+    root = project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "app/__init__.py": "",
+            "app/jobs.py": MAIL_JOB,
+            "app/settings.py": "EMAIL_TIMEOUT = 10\n",
+        }
+    )
+    assert [line for line in findings(root) if " CRL210 " in line] == []
+    (root / "app" / "settings.py").write_text("EMAIL_TIMEOUT = 45\n")
+    assert [line for line in findings(root) if " CRL210 " in line] != []
