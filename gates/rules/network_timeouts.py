@@ -12,18 +12,17 @@ default); httpx defaults to 5 s; aiohttp to a total of 300 s. An API named in `e
 returns) has only its `timeout=` keyword: without one, it has no timeout the gate can read. Django mail
 (`send_mail`, `EmailMessage(...).send()`, `get_connection().send_messages`) runs under its connection's
 `timeout=` (`connection=get_connection(timeout=5)`), else `EMAIL_TIMEOUT`, read from the module-level assignment
-in the project's settings modules (none: Django's default, no timeout; settings that disagree, or a value or
-a `connection=` the gate cannot read: CRL204). Without a timeout,
-or with one not shorter than the job's, it is a finding; a timeout the gate cannot read is CRL204. A function
-several kinds run (enqueued or registered from several sites) is judged once, against the shortest of their
-timeouts, and each finding names that kind.
+in the project's settings modules (none: Django's default, no timeout; settings that disagree, or a value or a
+`connection=` the gate cannot read: CRL204). Without a timeout, or with one not shorter than the job's, it is a
+finding; a timeout the gate cannot read is CRL204. A function several kinds run (enqueued or registered from
+several sites) is judged once, against the shortest of their timeouts, and each finding names that kind.
 
 A call inside `async with asyncio.timeout(N):` (or `async_timeout.timeout(N)`), or the awaitable
 `await asyncio.wait_for(call, N)` runs, in the job or in a function on the way to the call, is cancelled after
-N: its timeout is the shorter of its own and the smallest N of the scopes around it (`None` bounds nothing;
-the arguments of `wait_for` run before it, outside). `asyncio.timeout_at` cancels at a deadline on the loop's clock,
-which the gate cannot read: a call that fails on its own inside one is CRL204, as inside a scope whose delay
-cannot be read.
+N: its timeout is the shorter of its own and the smallest N of the scopes around it (`None` bounds nothing; the
+arguments of `wait_for` run before it, outside). `asyncio.timeout_at` cancels at a deadline on the loop's
+clock, which the gate cannot read: a call that fails on its own inside one is CRL204, as inside a scope whose
+delay cannot be read.
 
 A call in the job's body that runs project functions (`corral.gates.analysis.project` says which) is
 judged by every network call they make, transitively, with cycles cut (`corral.gates.knowledge.network_reach`
