@@ -218,7 +218,8 @@ JOB = """
     import requests
     from typing import TYPE_CHECKING
     from corral.runtime import Queue
-    from app.helpers import Poster, from_settings, keyword_only, outer, positional_only, untimed, with_a_client
+    from app.helpers import Poster, from_settings, keyword_only, outer, positional_only, quick, slow, untimed
+    from app.helpers import with_a_client
     from app.settings import QUICK_PAIR, SLOW_PAIR
     q = Queue("q", max_workers=2, timeout=30)
     @q.job("k")
@@ -263,6 +264,11 @@ HELPER_MODULES = {
 
             def send(self, url, timeout):
                 return requests.get(url, timeout=timeout)
+
+        from functools import partial
+
+        quick = partial(keyword_only, timeout=3)
+        slow = partial(keyword_only, timeout=HTTP_TIMEOUT)
         """,
 }
 
@@ -314,6 +320,10 @@ HELPER_MODULES = {
         ("p = functools.partial(keyword_only, url, timeout=5)\n        p()", None),
         ("p = functools.partial(keyword_only, url, timeout=5)\n        p(timeout=50)", "timeout 50 s is not shorter"),
         ("p = functools.partial(positional_only, url)\n        p(5)", None),
+        # A partial made in another module: its arguments are read there.
+        ("quick(url)", None),
+        ("slow(url)", "CRL210 keyword_only() -> requests.get (app/helpers.py:5) timeout 40 s is not shorter"),
+        ("slow(url, timeout=5)", None),
         ("p = functools.partial(positional_only, url, 31)\n        p()", "positional_only() -> requests.get "),
         (
             "seconds = 3\n        p = functools.partial(positional_only, url, seconds)\n        p()",
