@@ -70,6 +70,7 @@ KEYS: dict[str, _Key] = {
     "infra": _Key("infra", _string_list, "a list of glob strings"),
     "tests": _Key("tests", _string_list, "a list of glob strings"),
     "extend-spawners": _Key("extend_spawners", _qualified_names, "a list of dotted names like 'gevent.spawn'"),
+    "extend-network": _Key("extend_network", _qualified_names, "a list of dotted names like 'boto3.client'"),
     "strict": _Key("strict", _boolean, "true or false"),
     "max_conns": _Key("max_conns", _positive_int, "a positive integer"),
     "processes": _Key("processes", _positive_int, "a positive integer"),
@@ -86,6 +87,7 @@ class Config(NamedTuple):
     infra: tuple[str, ...] = DEFAULT_INFRA
     tests: tuple[str, ...] = DEFAULT_TESTS
     extend_spawners: tuple[str, ...] = ()
+    extend_network: tuple[str, ...] = ()
     strict: bool = False
     max_conns: int | None = None
     # None: the deployment files say, else 1 (`rules.connection_budget`).

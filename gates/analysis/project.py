@@ -15,7 +15,8 @@ and the modules of `modules.py`:
     another module, an attribute the class's methods assign (`self.mailer = Mailer()`, or a parameter
     annotated `Mailer`) or its body annotates (`mailer: Mailer`, a dataclass or attrs field);
 - a class: `Mailer(...)` runs its `__init__` (inherited ones too), an instance's call its `__call__`;
-- `functools.partial(f, ...)` bound to a name and then called runs `f`.
+- `functools.partial(f, ...)` bound to a name and then called runs `f` (the callee keeps the partials it
+  went through, `Callee.partials`, so a rule can read the arguments they bind).
 
 A call of an `async def` or a generator function runs nothing where the coroutine or generator is only
 made: `callees` leaves it out unless `runs_now.runs_body` says the call runs it there (awaited, iterated,
@@ -72,12 +73,23 @@ _UNION_ANNOTATIONS = frozenset(
 _PROPERTIES = frozenset({"property", "cached_property"})
 
 
+class PartialSite(NamedTuple):
+    """A `functools.partial(f, ...)` call on the way to a function: its arguments come before the call's, read
+    in the scope and module where it stands."""
+
+    call: ast.Call
+    scope: Scope
+    module: ModuleInfo
+
+
 class Callee(NamedTuple):
-    """A function body a call runs, the module it is in, and how a chain shows it (`notify`, `Mailer.send`)."""
+    """A function body a call runs, the module it is in, and how a chain shows it (`notify`, `Mailer.send`);
+    `partials`: the partials the call runs it through, innermost first (whose arguments bind first)."""
 
     function: Function
     module: ModuleInfo
     shown: str
+    partials: tuple[PartialSite, ...] = ()
 
 
 class ClassRef(NamedTuple):
@@ -113,9 +125,10 @@ class _Instance:
 
 @dataclass(frozen=True)
 class _Partial:
-    """`functools.partial(f, ...)`: calling it calls `f`."""
+    """`functools.partial(f, ...)`: calling it calls `f`, with the arguments given at `site`."""
 
     of: tuple[_Value, ...]
+    site: PartialSite
 
 
 @dataclass(frozen=True)
@@ -258,7 +271,10 @@ class ProjectFunctions:
                 member = self._class_member(value.ref, special)
                 found.extend(self._called(member or (), depth + 1))
             elif isinstance(value, _Partial) and depth < MAX_DEPTH:
-                found.extend(self._called(value.of, depth + 1))
+                found.extend(
+                    (callee._replace(partials=(*callee.partials, value.site)), own)
+                    for callee, own in self._called(value.of, depth + 1)
+                )
         return found
 
     # -- what an expression stands for -----------------------------------------------------------
@@ -289,7 +305,7 @@ class ProjectFunctions:
             if not call.args or isinstance(call.args[0], ast.Starred):
                 return None
             wrapped = self._expression(call.args[0], scope, module)
-            return None if wrapped is None else (_Partial(wrapped),)
+            return None if wrapped is None else (_Partial(wrapped, PartialSite(call, scope, module)),)
         called = self._expression(call.func, scope, module)
         if called is None or not called or not all(isinstance(value, _Class) for value in called):
             return None

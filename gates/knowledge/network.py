@@ -10,6 +10,9 @@ CRL2: not without a timeout inside a job). Two kinds of knowledge live here:
   `httpx.AsyncClient`, `aiohttp.ClientSession`, `urllib3.PoolManager`, ...), Django's `EmailMessage` and
   `EmailMultiAlternatives` (their `send()`) and mail connections (`get_connection().send_messages(...)`).
 
+A project adds its own APIs with the `extend-network` setting (`NetworkCalls(..., configured)`): a call of
+a named function is a network call, and what it returns is a client whose every method call is one.
+
 `NetworkCalls` indexes, once per module and on first need, the names each scope binds to client objects: by construction
 (`s = requests.Session()`, `with httpx.Client() as c`, `(c := ...)`) or by annotation (a parameter or a
 variable annotated `httpx.AsyncClient`, `Optional[...]`, `"..."`), walking the module with the scopes of
@@ -46,11 +49,13 @@ class Api(NamedTuple):
 
 
 class ClientKind(NamedTuple):
-    """A kind of client object: its canonical type name, its library, the methods that talk to the network."""
+    """A kind of client object: its canonical type name, its library, the methods that talk to the network
+    (`every_method`: all of them, for a client a configured `extend-network` API returns)."""
 
     name: str
     library: str
     methods: frozenset[str]
+    every_method: bool = False
 
 
 class NetworkCall(NamedTuple):
@@ -65,6 +70,8 @@ class NetworkCall(NamedTuple):
 
 _VERBS = ("get", "post", "put", "patch", "delete", "head", "options", "request")
 DJANGO_MAIL = "django.core.mail"
+# The library of the APIs a project names in `extend-network`: no default timeout is known for them.
+CONFIGURED = "extend-network"
 
 CALLS: dict[str, Api] = {
     **{f"requests.{verb}": Api("requests") for verb in _VERBS},
@@ -271,11 +278,18 @@ _CLIENT_PREFIXES = frozenset(
 
 
 class NetworkCalls:
-    """Classifies calls of one module: `classify(call, scope)` says whether a call talks to the network."""
+    """Classifies calls of one module: `classify(call, scope)` says whether a call talks to the network.
 
-    def __init__(self, tree: ast.Module, names: ModuleNames) -> None:
+    `configured`: the dotted names of `extend-network`; a call of one is a network call (its timeout is its
+    `timeout=` keyword, if any), and what it returns is a client whose every method call is one."""
+
+    def __init__(self, tree: ast.Module, names: ModuleNames, configured: tuple[str, ...] = ()) -> None:
         self.names = names
         self.tree = tree
+        self.configured = frozenset(configured)
+        self._prefixes = _CLIENT_PREFIXES | {
+            ".".join(name.split(".")[:cut]) for name in configured for cut in range(1, name.count(".") + 2)
+        }
         self._attributes: dict[tuple[Scope, str], list[_HeldClient]] = {}
 
     @cached_property
@@ -285,7 +299,7 @@ class NetworkCalls:
         clients: dict[Scope, dict[str, list[ClientKind]]] = {}
         # Walking the module is only worth it where a name is bound to a client class or its module.
         scopes = (self.names.root, *self.names.scopes.values())
-        if not any(target in _CLIENT_PREFIXES for scope in scopes for target in scope.bindings.values()):
+        if not any(target in self._prefixes for scope in scopes for target in scope.bindings.values()):
             return clients
         for node, scope in scoped_nodes(self.tree, self.names):
             for name, bound_in, kind in self._bindings(node, scope):
@@ -327,9 +341,11 @@ class NetworkCalls:
         api = CALLS.get(name) if name is not None else None
         if name is not None and api is not None:
             return NetworkCall(api.library, name, call, _timeout(call, api.timeout_position))
+        if name in self.configured:
+            return NetworkCall(CONFIGURED, name, call, _timeout(call, None))
         if isinstance(func, ast.Attribute):
             for kind in self.client_kinds(func.value, scope):
-                if func.attr in kind.methods:
+                if kind.every_method or func.attr in kind.methods:
                     return NetworkCall(kind.library, f"{kind.name}.{func.attr}", call, _timeout(call, None))
         return None
 
@@ -408,6 +424,8 @@ class NetworkCalls:
         if not isinstance(value, ast.Call):
             return None
         name = self.names.resolve(value.func, scope)
+        if name in self.configured:
+            return ClientKind(name, CONFIGURED, frozenset(), every_method=True)
         return CLIENTS.get(name) if name is not None else None
 
     def _annotated(self, annotation: ast.expr, scope: Scope) -> ClientKind | None:

@@ -83,16 +83,21 @@ class NetworkReach:
     this process, whichever file reaches it first: its answer, and the files the walk read, serve every
     file that reaches it after."""
 
-    def __init__(self, functions: ProjectFunctions, enqueues: Enqueues) -> None:
+    def __init__(self, functions: ProjectFunctions, enqueues: Enqueues, configured: tuple[str, ...] = ()) -> None:
         self.functions = functions
         self.enqueues = enqueues
+        # The `extend-network` APIs; the memos are kept per setting (one process may check with several).
+        self.configured = configured
+        setting = f" {configured}" if configured else ""
         # Each function's uses and the files its walk read, for every file of the run in this process.
-        self._known: dict[Function, tuple[list[NetworkUse], dict[str, Dependency]]] = run_memo("network reach")
+        self._known: dict[Function, tuple[list[NetworkUse], dict[str, Dependency]]] = run_memo(
+            f"network reach{setting}"
+        )
         # A function walked while a cycle through it was open: what it reaches short of the functions cut,
         # which stays exact while they are still being walked (and saves walking it again per path).
         self._partial: dict[Function, tuple[list[NetworkUse], frozenset[Function]]] = {}
         self._walking: set[Function] = set()
-        self._networks: dict[ModuleInfo, NetworkCalls] = run_memo("network calls")
+        self._networks: dict[ModuleInfo, NetworkCalls] = run_memo(f"network calls{setting}")
 
     @classmethod
     def of_file(cls, context: FileContext, enqueues: Enqueues) -> NetworkReach:
@@ -100,7 +105,8 @@ class NetworkReach:
         says which project functions a call enqueues as a job instead of running (the frameworks know)."""
         known = _BY_CONTEXT.get(context)
         if known is None:
-            known = _BY_CONTEXT[context] = cls(ProjectFunctions(StaticValues.of(context).project), enqueues)
+            functions = ProjectFunctions(StaticValues.of(context).project)
+            known = _BY_CONTEXT[context] = cls(functions, enqueues, context.config.extend_network)
         return known
 
     def runs(self, call: ast.Call, scope: Scope, module: ModuleInfo) -> list[Callee]:
@@ -125,7 +131,7 @@ class NetworkReach:
     def network(self, module: ModuleInfo) -> NetworkCalls:
         known = self._networks.get(module)
         if known is None:
-            known = self._networks[module] = NetworkCalls(module.tree, module.names)
+            known = self._networks[module] = NetworkCalls(module.tree, module.names, self.configured)
         return known
 
     def walk(self, callee: Callee) -> tuple[list[NetworkUse], set[Function]]:

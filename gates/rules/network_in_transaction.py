@@ -181,7 +181,7 @@ class NetworkInTransaction(Rule, ScopedVisitor):
     def __init__(self, context: FileContext) -> None:
         Rule.__init__(self, context)
         names = context.names
-        self.network = NetworkCalls(context.tree, names)
+        self.network = NetworkCalls(context.tree, names, context.config.extend_network)
         # Outside a transaction only statements that can open one need a visit: they mention an opener or
         # an alias of Django's atomic. Inside one, every statement is visited.
         # The project's transaction wrappers (and the names this file binds to one) open one too.

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import run_corral
 
 SPAWNING = "import threading\nthreading.Thread(target=print).start()\n"
@@ -209,3 +210,13 @@ def test_django_test_modules_are_tests_by_default(project) -> None:
     completed = run_corral("check", "--format", "json", ".", cwd=root)
     assert completed.returncode == 1, completed.stderr
     assert {finding["path"] for finding in json.loads(completed.stdout)["findings"]} == {"shop/tests_helpers.py"}
+
+
+@pytest.mark.parametrize("value", ['"boto3.client"', '["boto3"]', '["boto3..client"]', '["boto3.client()"]', "[1]"])
+def test_an_extend_network_value_that_is_no_list_of_dotted_names_exits_2(project, value: str) -> None:
+    root = project({"pyproject.toml": f"[tool.corral]\nextend-network = {value}\n", "a.py": "x = 1\n"})
+    completed = run_corral("check", cwd=root)
+    assert completed.returncode == 2, completed.stdout
+    assert "key 'extend-network' must be a list of dotted names like 'boto3.client'" in completed.stderr
+    assert str(root / "pyproject.toml") in completed.stderr
+    assert "Traceback" not in completed.stderr

@@ -214,10 +214,13 @@ def test_a_helper_with_a_short_timeout_stays_clean_in_every_framework(project, f
 
 
 JOB = """
+    import functools
     import requests
     from typing import TYPE_CHECKING
     from corral.runtime import Queue
-    from app.helpers import from_settings, keyword_only, outer, positional_only, untimed, with_a_client
+    from app.helpers import Poster, from_settings, keyword_only, outer, positional_only, quick, slow, untimed
+    from app.helpers import with_a_client
+    from app.settings import QUICK_PAIR, SLOW_PAIR
     q = Queue("q", max_workers=2, timeout=30)
     @q.job("k")
     def k(ctx, url, options, args):
@@ -226,7 +229,7 @@ JOB = """
 HELPER_MODULES = {
     "pyproject.toml": "[tool.corral]\n",
     "app/__init__.py": "",
-    "app/settings.py": "HTTP_TIMEOUT = 40\n",
+    "app/settings.py": "HTTP_TIMEOUT = 40\nQUICK_PAIR = (3, 5)\nSLOW_PAIR = (10, 30)\nODD_PAIR = (3, HTTP_TIMEOUT)\n",
     "app/helpers.py": """
         import requests
         from app.settings import HTTP_TIMEOUT
@@ -251,6 +254,21 @@ HELPER_MODULES = {
 
         def with_a_client(client, url):
             return client.get(url)
+
+        class Poster:
+            def __init__(self, url, timeout=None):
+                requests.get(url, timeout=timeout)
+
+            def __call__(self, url, timeout=60):
+                return requests.get(url, timeout=timeout)
+
+            def send(self, url, timeout):
+                return requests.get(url, timeout=timeout)
+
+        from functools import partial
+
+        quick = partial(keyword_only, timeout=3)
+        slow = partial(keyword_only, timeout=HTTP_TIMEOUT)
         """,
 }
 
@@ -289,6 +307,46 @@ HELPER_MODULES = {
         ("def later():\n            untimed(url)", None),
         # A function defined in the job and called there runs now.
         ("def now():\n            untimed(url)\n        now()", "CRL210 now() -> untimed() -> requests.get"),
+        # A (connect, read) pair from a constant of another module reads like a literal one: their sum.
+        ("requests.get(url, timeout=QUICK_PAIR)", None),
+        ("requests.get(url, timeout=SLOW_PAIR)", "CRL210 requests.get timeout 40 s is not shorter than the 30 s"),
+        (
+            "import app.settings\n        requests.get(url, timeout=app.settings.ODD_PAIR)",
+            "CRL210 requests.get timeout 43 s",
+        ),
+        ("keyword_only(url, timeout=QUICK_PAIR)", None),
+        # A partial's arguments come first, read where it is made; the call's keywords replace its own.
+        ("functools.partial(keyword_only, url)(timeout=5)", None),
+        ("p = functools.partial(keyword_only, url, timeout=5)\n        p()", None),
+        ("p = functools.partial(keyword_only, url, timeout=5)\n        p(timeout=50)", "timeout 50 s is not shorter"),
+        ("p = functools.partial(positional_only, url)\n        p(5)", None),
+        # A partial made in another module: its arguments are read there.
+        ("quick(url)", None),
+        ("slow(url)", "CRL210 keyword_only() -> requests.get (app/helpers.py:5) timeout 40 s is not shorter"),
+        ("slow(url, timeout=5)", None),
+        ("p = functools.partial(positional_only, url, 31)\n        p()", "positional_only() -> requests.get "),
+        (
+            "seconds = 3\n        p = functools.partial(positional_only, url, seconds)\n        p()",
+            "CRL204 positional_only() -> requests.get (app/helpers.py:8) timeout seconds is a local name",
+        ),
+        (
+            "p = functools.partial(keyword_only, url, **options)\n        p()",
+            "CRL204 keyword_only() -> requests.get (app/helpers.py:5) timeout timeout of keyword_only() may come from",
+        ),
+        (
+            "p = functools.partial(keyword_only, url, timeout=5)\n        p(**options)",
+            "CRL204 keyword_only() -> requests.get (app/helpers.py:5) timeout timeout of keyword_only() may come from",
+        ),
+        # `Poster(...)` runs `__init__`, calling an instance `__call__`: `self` is bound either way.
+        ("Poster(url)", "CRL210 Poster.__init__() -> requests.get (app/helpers.py:27) without a timeout"),
+        ("Poster(url, 5)", None),
+        ("Poster(url, 5)(url)", "CRL210 Poster.__call__() -> requests.get (app/helpers.py:30) timeout 60 s"),
+        ("poster = Poster(url, 5)\n        poster(url, 3)", None),
+        ("functools.partial(Poster(url, 1).send, url)(5)", None),
+        (
+            "functools.partial(Poster.send, Poster(url, 1), url)(40)",
+            "Poster.send() -> requests.get (app/helpers.py:33) timeout 40 s",
+        ),
     ],
 )
 def test_arguments_passed_to_a_helper_are_read_at_the_call(project, call: str, expected: str | None) -> None:
@@ -344,3 +402,79 @@ def test_a_kind_declared_for_a_function_of_another_module_is_judged_at_the_decla
         assert lines == []
     else:
         assert len(lines) == 1 and lines[0].startswith("app/worker.py:") and expected in lines[0], lines
+
+
+VENDOR_JOBS = {
+    "app/__init__.py": "",
+    "app/storage.py": "import boto3\n\n\ndef upload(key):\n    boto3.client('s3').put_object(Bucket='b', Key=key)\n",
+    "app/jobs.py": "from corral.runtime import Queue\nfrom app.storage import upload\n"
+    "q = Queue('q', max_workers=2, timeout=30)\n\n\n@q.job('k')\ndef k(ctx, key):\n    upload(key)\n",
+}
+
+
+def test_extend_network_reaches_the_helpers_a_job_calls_and_keys_the_cache(project) -> None:
+    root = project({"pyproject.toml": '[tool.corral]\nextend-network = ["boto3.client"]\n', **VENDOR_JOBS})
+    expected = (
+        "app/jobs.py:8:5: CRL210 upload() -> boto3.client (app/storage.py:5) without a timeout the gate can read "
+        "inside job 'k' (job 'k' times out after 30 s)"
+    )
+    assert [line for line in findings(root) if " CRL210 " in line] == [expected]
+    # Without the setting the same files are clean: a result cached under the setting is not served.
+    (root / "pyproject.toml").write_text("[tool.corral]\n")
+    assert [line for line in findings(root) if " CRL210 " in line] == []
+
+
+MAIL_JOB = (
+    "from corral.runtime import Queue\nfrom django.core.mail import send_mail\n"
+    "q = Queue('q', max_workers=2, timeout=30)\n\n\n@q.job('k')\ndef k(ctx, to):\n    send_mail('s', 'b', None, [to])\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"app/settings.py": "EMAIL_TIMEOUT = 10\n"}, None),
+        (
+            {"app/settings.py": "DEBUG = False\nEMAIL_TIMEOUT = 60\n"},
+            "CRL210 django.core.mail.send_mail (EMAIL_TIMEOUT at app/settings.py:2) timeout 60 s is not shorter",
+        ),
+        (
+            {"app/settings.py": "EMAIL_TIMEOUT = None\n"},
+            "CRL210 django.core.mail.send_mail (EMAIL_TIMEOUT at app/settings.py:1) without a timeout",
+        ),
+        # Settings modules that agree give one value; ones that disagree, or a value not written out, none.
+        ({"app/settings.py": "EMAIL_TIMEOUT = 10\n", "app/settings_prod.py": "EMAIL_TIMEOUT = 10\n"}, None),
+        (
+            {"app/settings.py": "EMAIL_TIMEOUT = 10\n", "app/settings_prod.py": "EMAIL_TIMEOUT = 20\n"},
+            "CRL204 django.core.mail.send_mail (EMAIL_TIMEOUT) timeout settings modules set different values "
+            "(10 at app/settings.py:1, 20 at app/settings_prod.py:1)",
+        ),
+        (
+            {"app/settings.py": "import os\nEMAIL_TIMEOUT = int(os.environ['MAIL_TIMEOUT'])\n"},
+            "CRL204 django.core.mail.send_mail (EMAIL_TIMEOUT at app/settings.py:2) timeout",
+        ),
+        # Read, never assigned: not a setting.
+        ({"app/mailer.py": "from django.conf import settings\nWAIT = settings.EMAIL_TIMEOUT\n"}, "without a timeout"),
+    ],
+)
+def test_django_mail_runs_under_the_email_timeout_of_the_settings(project, settings, expected: str | None) -> None:
+    root = project({"pyproject.toml": "[tool.corral]\n", "app/__init__.py": "", "app/jobs.py": MAIL_JOB, **settings})
+    lines = [line for line in findings(root, "--no-cache") if line.startswith("app/jobs.py")]
+    if expected is None:
+        assert lines == []
+    else:
+        assert len(lines) == 1 and expected in lines[0], lines
+
+
+def test_a_cached_mail_job_follows_its_settings(project) -> None:
+    root = project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "app/__init__.py": "",
+            "app/jobs.py": MAIL_JOB,
+            "app/settings.py": "EMAIL_TIMEOUT = 10\n",
+        }
+    )
+    assert [line for line in findings(root) if " CRL210 " in line] == []
+    (root / "app" / "settings.py").write_text("EMAIL_TIMEOUT = 45\n")
+    assert [line for line in findings(root) if " CRL210 " in line] != []

@@ -28,7 +28,11 @@ from corral.gates.source.prefilter import Source
 from expectations import FIXTURES as FIXTURES_ROOT
 from expectations import example_source, read_expectations, rule_fixture_folders
 
-CONFIG = Config(root=Path("/project"), extend_spawners=("gevent.spawn", "myapp.tasks.spawn"))
+CONFIG = Config(
+    root=Path("/project"),
+    extend_spawners=("gevent.spawn", "myapp.tasks.spawn"),
+    extend_network=("boto3.client", "stripe.Charge.create", "myapp.vendor.push"),
+)
 
 
 def assert_prefilter_hides_nothing(relpath: str, data: bytes, config: Config = CONFIG) -> None:
@@ -46,7 +50,10 @@ def test_fixtures(fixture: Path) -> None:
     expectations = read_expectations(fixture.read_text())
     for variant in expectations.variants:  # under each configuration the fixture's header asks for, too
         config = expectations.config(variant)
-        config = config._replace(extend_spawners=(*config.extend_spawners, *CONFIG.extend_spawners))
+        config = config._replace(
+            extend_spawners=(*config.extend_spawners, *CONFIG.extend_spawners),
+            extend_network=(*config.extend_network, *CONFIG.extend_network),
+        )
         assert_prefilter_hides_nothing(f"app/{fixture.name}", fixture.read_bytes(), config)
 
 
@@ -195,6 +202,22 @@ SLIPPERY = {
     "os.spawn with P_NOWAIT imported by name": """
         from os import P_NOWAIT, spawnv
         spawnv(P_NOWAIT, "/bin/sleep", ["sleep"])
+        """,
+    # APIs named in extend-network, through a file that imports no network library.
+    "a configured network API inside a transaction": """
+        from myapp import vendor
+        from django.db import transaction
+        with transaction.atomic():
+            vendor.push("order")
+        """,
+    "a client a configured API returns, in a job": """
+        import boto3
+        from corral.runtime import Queue
+        q = Queue("q", max_workers=1, timeout=5)
+        s3 = boto3.client("s3")
+        @q.job("k")
+        def k(ctx):
+            s3.put_object(Bucket="b")
         """,
     # Python reads identifiers NFKC-normalised: these are fullwidth letters spelling `threading`.
     "spawner module named with look-alike letters": """

@@ -17,7 +17,7 @@ from corral.gates.rules import CODES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-CONFIG = Config(root=Path("/project"), extend_spawners=("gevent.spawn",))
+CONFIG = Config(root=Path("/project"), extend_spawners=("gevent.spawn",), extend_network=("boto3.client",))
 # Prepended so the generated programs also reach the rules, not only the parser.
 PRELUDE = "import threading, asyncio, os, multiprocessing as mp\nfrom concurrent import futures\n"
 
