@@ -13,6 +13,7 @@ def render_json(result: CheckResult) -> str:
         "root": str(result.root),
         "files": result.files,
         "findings": [finding.as_dict() for finding in result.findings],
+        "not_run": list(result.not_run),
         **result.reports,
     }
     return json.dumps(document, indent=2) + "\n"
