@@ -151,7 +151,24 @@ def check_source(
 def _run_rules(
     relpath: str, text: str, guide: str, config: Config, rules: tuple[type[Rule], ...], tree: ast.Module | None
 ) -> FileResult:
-    """Run `rules` on the parsed file; `guide` is the normalised text the rules' line filters read."""
+    """Run `rules` on the parsed file; `guide` is the normalised text the rules' line filters read. A file
+    nested deeper than the recursion limit lets the walks go is checked again with more headroom."""
+    try:
+        return _rules_on_file(relpath, text, guide, config, rules, tree)
+    except RecursionError:
+        pass
+    from corral.gates.engine.infra.deep_stack import NoDeepStack, call_with_headroom
+
+    try:
+        return call_with_headroom(lambda: _rules_on_file(relpath, text, guide, config, rules, tree))
+    except (RecursionError, NoDeepStack):
+        return FileResult(findings=(uncheckable(relpath, Uncheckable("is nested too deeply to check")),))
+
+
+def _rules_on_file(
+    relpath: str, text: str, guide: str, config: Config, rules: tuple[type[Rule], ...], tree: ast.Module | None
+) -> FileResult:
+    """`_run_rules` at the running recursion limit: a RecursionError is the caller's."""
     from corral.gates.analysis.context import FileContext
     from corral.gates.analysis.names import ModuleNames
     from corral.gates.source.discovery import module_name_for
@@ -175,7 +192,7 @@ def _run_rules(
         findings = _selected((finding for rule in rules for finding in rule(context).check()), config)
     except Uncheckable as problem:
         return FileResult(findings=(uncheckable(relpath, problem),))
-    except (RecursionError, MemoryError):
+    except MemoryError:
         return FileResult(findings=(uncheckable(relpath, Uncheckable("is nested too deeply to check")),))
     return FileResult(
         findings=tuple(sorted(set(findings))), facts=context.facts or None, dependencies=context.dependencies or None

@@ -13,7 +13,8 @@ def render_json(result: CheckResult) -> str:
         "root": str(result.root),
         "files": result.files,
         "findings": [finding.as_dict() for finding in result.findings],
-        "not_run": list(result.not_run),
         **result.reports,
     }
+    if result.not_run:  # only a run narrowed by `select` left anything out
+        document["not_run"] = list(result.not_run)
     return json.dumps(document, indent=2) + "\n"
