@@ -182,8 +182,8 @@ def covers_root(paths: Sequence[str], config: Config) -> bool:
 
 
 def baseline_command(paths: list[str], config_file: str | None, output: str | None) -> int:
-    """`corral baseline [PATH...]`: write every current finding under PATH into the baseline. Entries of
-    files the paths do not cover are kept."""
+    """`corral baseline [PATH...]`: write every current finding under PATH into the baseline. Entries the
+    run could not have reported (files the paths do not cover, codes `select` leaves out) are kept."""
     import sys
 
     from corral.gates.config import load_config
@@ -194,7 +194,7 @@ def baseline_command(paths: list[str], config_file: str | None, output: str | No
     result = check_paths(paths, config)
     whole = covers_root(paths, config)
     entries: dict[Entry, str] = {}
-    if not whole and target.exists():
+    if target.exists():  # what this run could not have reported (other paths, codes `select` left out) stays
         entries = {entry: text for entry, text in read_baseline(target).items() if not in_scope(entry, result, whole)}
     entries.update((entry, text) for entry, _, text in keyed(result.findings, config))
     try:

@@ -170,3 +170,19 @@ def test_a_file_that_cannot_be_checked_is_reported_whatever_the_selection(projec
     (root / "broken.py").write_bytes(b"x = '\xff'\n")
     completed = run_corral("check", "--select", "CRL4", cwd=root)
     assert completed.returncode == 1 and "broken.py:1:1: CRL001" in completed.stdout
+
+
+def test_entries_of_codes_select_leaves_out_are_neither_fixed_nor_dropped(project) -> None:
+    job = "from celery import shared_task\n\n\n@shared_task\ndef work():\n    pass\n"
+    root = project({"app.py": SPAWNING, "jobs.py": job})
+    run_corral("baseline", cwd=root, check=True)
+    codes = {entry["code"][:4] for entry in json.loads((root / "corral-baseline.json").read_text())["entries"]}
+    assert codes == {"CRL1", "CRL2"}
+    (root / "app.py").write_text("x = 1\n")
+    narrowed = run_corral("check", "--select", "CRL2", "--baseline", "corral-baseline.json", cwd=root)
+    assert narrowed.returncode == 0, narrowed.stdout + narrowed.stderr
+    (root / "pyproject.toml").write_text('[tool.corral]\nselect = ["CRL1"]\n')
+    assert "fixed: app.py CRL101" in run_corral("check", "--baseline", "corral-baseline.json", cwd=root).stderr
+    run_corral("baseline", cwd=root, check=True)
+    codes = {entry["code"][:4] for entry in json.loads((root / "corral-baseline.json").read_text())["entries"]}
+    assert codes == {"CRL2"}
