@@ -105,3 +105,17 @@ def test_the_raised_limit_is_given_back(tmp_path: Path) -> None:
     result = check_source("chain.py", _elif_chain(600).encode(), Config(root=tmp_path))
     assert {finding.code for finding in result.findings} == {"CRL101"}
     assert sys.getrecursionlimit() == before
+
+
+def test_deployment_files_linked_to_a_device_are_not_read(tmp_path: Path) -> None:
+    _only_posix()
+    import shutil
+
+    root = tmp_path / "service"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "examples", root)
+    (root / "docker-compose.yml").symlink_to("/dev/zero")
+    (root / "gunicorn.conf.py").symlink_to("/dev/zero")
+    completed = run_corral("check", "--no-cache", cwd=root)
+    assert completed.returncode == 1
+    assert "docker-compose.yml:1:1: CRL302 is not a regular file (a character device)" in completed.stdout
+    assert "gunicorn.conf.py:1:1: CRL001 file is not a regular file (a character device)" in completed.stdout
