@@ -184,8 +184,8 @@ def _documents(root: Path, relpath: str, unreadable: list[UnreadableCount]) -> l
 
     try:
         text = read_source(str(root / relpath), DEFAULT_MAX_FILE_SIZE).decode("utf-8")
-    except Uncheckable as problem:  # a link to a device, a FIFO, a file over the size limit: never read
-        unreadable.append(UnreadableCount(relpath, 1, problem.reason))
+    except Uncheckable as refused:  # a link to a device, a FIFO, a file over the size limit: never read
+        unreadable.append(UnreadableCount(relpath, 1, refused.reason))
         return []
     except (OSError, UnicodeDecodeError) as error:
         reason = getattr(error, "strerror", None) or str(error)
@@ -367,8 +367,8 @@ def _gunicorn_workers(root: Path) -> WebWorkers | UnreadableCount | None:
         return None
     try:
         tree = ast.parse(read_source(str(path), DEFAULT_MAX_FILE_SIZE), GUNICORN_CONFIG)
-    except Uncheckable as problem:
-        return UnreadableCount(GUNICORN_CONFIG, 1, problem.reason)
+    except Uncheckable as refused:
+        return UnreadableCount(GUNICORN_CONFIG, 1, refused.reason)
     except (OSError, SyntaxError, ValueError) as error:
         line = getattr(error, "lineno", None) or 1
         return UnreadableCount(GUNICORN_CONFIG, line, f"cannot be parsed: {error}")
