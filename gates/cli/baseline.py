@@ -154,22 +154,20 @@ def apply_baseline(result: CheckResult, entries: dict[Entry, str], config: Confi
 
 def report_against(
     baseline_file: Path, entries: dict[Entry, str], result: CheckResult, config: Config, paths: Sequence[str]
-) -> tuple[CheckResult, int]:
-    """The run with only its findings the baseline does not hold, and how many of its entries no longer occur
-    (each named on stderr: they fail the run until the baseline is rewritten)."""
-    import sys
-
+) -> tuple[CheckResult, list[str], bool]:
+    """The run with only its findings the baseline does not hold; the notes to print after its output (how
+    many it held back, each entry that no longer occurs); and whether an entry no longer occurs (which fails
+    the run until the baseline is rewritten)."""
     applied = apply_baseline(result, entries, config, covers_root(paths, config))
-    for entry, text in applied.fixed:
-        print(
-            f"corral: {baseline_file}: fixed: {entry.path} {entry.code} {text!r}:"
-            " remove from the baseline by re-running corral baseline",
-            file=sys.stderr,
-        )
+    notes = [
+        f"corral: {baseline_file}: fixed: {entry.path} {entry.code} {text!r}:"
+        " remove from the baseline by re-running corral baseline"
+        for entry, text in applied.fixed
+    ]
     if applied.accepted:
         accepted = f"{applied.accepted} finding{'s' if applied.accepted != 1 else ''}"
-        print(f"corral: {accepted} in the baseline {baseline_file} not shown", file=sys.stderr)
-    return result._replace(findings=applied.new), len(applied.fixed)
+        notes.insert(0, f"corral: {accepted} in the baseline {baseline_file} not shown")
+    return result._replace(findings=applied.new), notes, bool(applied.fixed)
 
 
 def covers_root(paths: Sequence[str], config: Config) -> bool:

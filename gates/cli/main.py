@@ -42,11 +42,12 @@ def _check(args: argparse.Namespace) -> int:
 
         baseline = read_baseline(baseline_file)  # before the run: a baseline it cannot use stops it at once
     result = check_paths(paths, config, use_cache=not args.no_cache)
-    fixed_entries = 0
+    notes: list[str] = []
+    baseline_fixed = False
     if baseline_file is not None:
         from corral.gates.cli.baseline import report_against
 
-        result, fixed_entries = report_against(baseline_file, baseline, result, config, paths)
+        result, notes, baseline_fixed = report_against(baseline_file, baseline, result, config, paths)
     # The budget table needs the CRL3 rule's module (and so every rule): it is printed when asked for or
     # when a budget is over or unproven (a CRL3 finding), and a warm run of any other project, one with job
     # kinds included, loads no rule.
@@ -58,7 +59,11 @@ def _check(args: argparse.Namespace) -> int:
         # Before the findings, so the summary line stays the last line.
         sys.stdout.write(render_budget(result.reports.get(ConnectionBudgetCheck.REPORT, [])))
     sys.stdout.write(FORMATS[args.format](result))
-    return EXIT_FINDINGS if result.findings or fixed_entries else EXIT_CLEAN
+    if notes:
+        # After the output, so what fails a clean-looking run is the last thing a terminal shows.
+        sys.stdout.flush()
+        print("\n".join(notes), file=sys.stderr)
+    return EXIT_FINDINGS if result.findings or baseline_fixed else EXIT_CLEAN
 
 
 def _baseline(args: argparse.Namespace) -> int:

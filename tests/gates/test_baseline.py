@@ -186,3 +186,16 @@ def test_entries_of_codes_select_leaves_out_are_neither_fixed_nor_dropped(projec
     run_corral("baseline", cwd=root, check=True)
     codes = {entry["code"][:4] for entry in json.loads((root / "corral-baseline.json").read_text())["entries"]}
     assert codes == {"CRL2"}
+
+
+def test_the_connection_budget_runs_only_when_crl3_is_selected(tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "service"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "examples", root)
+    everything = json.loads(run_corral("check", "--format", "json", "--no-cache", cwd=root).stdout)
+    assert everything["budget"] and "not_run" not in everything
+    without = json.loads(run_corral("check", "--format", "json", "--select", "CRL1,CRL2,CRL4", cwd=root).stdout)
+    assert "budget" not in without and without["not_run"] == ["CRL3"]
+    only = json.loads(run_corral("check", "--format", "json", "--select", "CRL3", cwd=root).stdout)
+    assert only["budget"] == everything["budget"] and "jobs" not in only
