@@ -46,6 +46,9 @@ KEY_MEANINGS: dict[str, str] = {
     " files; unset: theirs, else 1 (CRL3)",
     "reserve": "share of the pool the workers may use (CRL3)",
     "kubernetes-manifests": "folders of Kubernetes manifests whose `replicas` count the worker processes (CRL3)",
+    "select": "run only these rule families or codes (a phased roll-out); unset: all; CRL0 always runs",
+    "baseline": "the baseline file `corral check` reads (`corral baseline` writes it): only new findings fail",
+    "max-file-size": "a file larger than this many bytes is not read: CRL001 `too large to check`",
 }
 
 

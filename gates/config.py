@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 DEFAULT_INFRA = ("**/infra/**",)
+# A file above this many bytes is not read (CRL001): a generated blob, or a link to a device.
+DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
 # `**/tests.py`: a Django app's own test module.
 DEFAULT_TESTS = ("tests/**", "**/tests/**", "**/tests.py", "**/test_*.py", "**/*_test.py", "**/conftest.py")
 
@@ -60,6 +62,22 @@ def _fraction(value: Any) -> float | None:
     return None
 
 
+def _code_selectors(value: Any) -> tuple[str, ...] | None:
+    """Rule families or codes (`CRL1`, `CRL401`); which exist is checked against the code table by the engine,
+    which owns it."""
+    selectors = _string_list(value)
+    if not selectors or not all(re.fullmatch(r"CRL\d{1,3}", selector) for selector in selectors):
+        return None
+    return tuple(sorted(set(selectors)))
+
+
+def _relative_file(value: Any) -> str | None:
+    """A file below the root, `/`-separated."""
+    if isinstance(value, str) and value and not value.startswith("/") and ".." not in value.split("/"):
+        return value
+    return None
+
+
 class _Key(NamedTuple):
     attribute: str
     parse: Callable[[Any], Any]
@@ -76,6 +94,9 @@ KEYS: dict[str, _Key] = {
     "processes": _Key("processes", _positive_int, "a positive integer"),
     "reserve": _Key("reserve", _fraction, "a number in (0, 1]"),
     "kubernetes-manifests": _Key("kubernetes_manifests", _folders, "a list of folders relative to the root"),
+    "select": _Key("select", _code_selectors, "a non-empty list of rule families or codes like 'CRL1', 'CRL401'"),
+    "baseline": _Key("baseline", _relative_file, "a file relative to the root, like 'corral-baseline.json'"),
+    "max-file-size": _Key("max_file_size", _positive_int, "a positive number of bytes"),
 }
 
 
@@ -94,6 +115,10 @@ class Config(NamedTuple):
     processes: int | None = None
     reserve: float = 0.5
     kubernetes_manifests: tuple[str, ...] = ()
+    # Empty: every rule runs. Families or codes otherwise; the engine's own CRL0 always runs.
+    select: tuple[str, ...] = ()
+    baseline: str | None = None
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
 
     def fingerprint(self) -> str:
         """What the cached results depend on besides a file's content."""

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from corral.gates.analysis.names import ModuleNames, is_type_checking_test
+from corral.gates.config import DEFAULT_MAX_FILE_SIZE
 from corral.gates.source.discovery import module_name_for
-from corral.gates.source.parsing import Uncheckable, decode, parse
+from corral.gates.source.parsing import Uncheckable, decode, parse, read_source
 
 # A dependency: the file's modification time (ns), size and content hash; a missing file is (0, -1, "").
 Dependency = tuple[int, int, str]
@@ -180,10 +181,9 @@ def _read(path: str, relpath: str) -> _Parsed | None:
     if known is not None and known.stamp == stamp:
         return known
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
+        data = read_source(path, DEFAULT_MAX_FILE_SIZE)
+    except (OSError, Uncheckable):
+        return None  # reported where the file is checked itself (CRL001)
     module: ModuleInfo | None
     try:
         module = ModuleInfo(relpath, parse(decode(data), path))
@@ -209,10 +209,9 @@ def scan_signature(root: Path, needle: bytes) -> tuple[tuple[str, ...], str]:
         prefix = str(root).rstrip(os.sep) + os.sep
         for path in files:
             try:
-                with open(path, "rb") as handle:
-                    if needle in handle.read():
-                        matches.append(path[len(prefix) :].replace(os.sep, "/") if path.startswith(prefix) else path)
-            except OSError:
+                if needle in read_source(path, DEFAULT_MAX_FILE_SIZE):
+                    matches.append(path[len(prefix) :].replace(os.sep, "/") if path.startswith(prefix) else path)
+            except (OSError, Uncheckable):
                 continue
         found = _SCANS[key] = tuple(matches)
     import hashlib
@@ -324,9 +323,8 @@ class ProjectModules:
             path = os.path.join(self.root, candidate)
             try:
                 status = os.stat(path)
-                with open(path, "rb") as handle:
-                    data = handle.read()
-            except OSError:
+                data = read_source(path, DEFAULT_MAX_FILE_SIZE)
+            except (OSError, Uncheckable):
                 self._record(candidate, MISSING)
                 continue
             self._record(candidate, (status.st_mtime_ns, status.st_size, content_digest(data)))

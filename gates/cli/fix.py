@@ -107,7 +107,7 @@ def fix_command(paths: Sequence[str], config_file: str | None, *, seconds: float
     from corral.gates.config import load_config
     from corral.gates.engine.run import check_source, relative_path
     from corral.gates.source.discovery import discover
-    from corral.gates.source.parsing import Uncheckable, decode
+    from corral.gates.source.parsing import Uncheckable, decode, read_source
 
     config = load_config(paths, config_file)
     files = discover(paths)
@@ -115,8 +115,7 @@ def fix_command(paths: Sequence[str], config_file: str | None, *, seconds: float
     for path in files:
         relpath = relative_path(path, config.root)
         try:
-            with open(path, "rb") as handle:
-                data = handle.read()
+            data = read_source(path, config.max_file_size)
             text = decode(data)
         except (OSError, Uncheckable):
             continue  # `corral check` reports it (CRL001); there is nothing to fix in it

@@ -12,7 +12,8 @@ from corral.gates.rules.job_report import JobsReport, render_jobs
 
 def jobs_command(paths: list[str], config_file: str | None, *, strict: bool, as_json: bool) -> int:
     """`corral jobs --static [PATH...]`: the report alone (exit 0), or 2 on a usage or configuration error."""
-    config = load_config(paths, config_file)
+    # The report lists every job kind whatever `select` rolls out: it is what CRL2 would judge.
+    config = load_config(paths, config_file)._replace(select=())
     if strict:
         config = config._replace(strict=True)
     result = check_paths(paths, config)

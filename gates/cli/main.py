@@ -1,5 +1,6 @@
-"""The `corral` command: `check` runs the gate, `jobs --static` lists job kinds and their timeouts, `fix`
-rewrites declarations; `export` configures other tools; `worker`, `jobs` and `migrate` drive the runtime.
+"""The `corral` command: `check` runs the gate, `baseline` records the findings a project accepts, `jobs
+--static` lists job kinds and their timeouts, `fix` rewrites declarations; `export` configures other tools;
+`worker`, `jobs` and `migrate` drive the runtime.
 
 Exit codes: 0 clean, 1 findings, 2 a usage or configuration error.
 """
@@ -7,8 +8,10 @@ Exit codes: 0 clean, 1 findings, 2 a usage or configuration error.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -28,7 +31,23 @@ def _check(args: argparse.Namespace) -> int:
     config = load_config(paths, args.config)
     if args.strict:
         config = config._replace(strict=True)
+    if args.select is not None:
+        from corral.gates.engine.run import selected_codes
+
+        selected_codes(args.select, "--select")
+        config = config._replace(select=args.select)
+    baseline_file = Path(args.baseline) if args.baseline else config.root / config.baseline if config.baseline else None
+    if baseline_file is not None:
+        from corral.gates.cli.baseline import read_baseline
+
+        baseline = read_baseline(baseline_file)  # before the run: a baseline it cannot use stops it at once
     result = check_paths(paths, config, use_cache=not args.no_cache)
+    notes: list[str] = []
+    baseline_fixed = False
+    if baseline_file is not None:
+        from corral.gates.cli.baseline import report_against
+
+        result, notes, baseline_fixed = report_against(baseline_file, baseline, result, config, paths)
     # The budget table needs the CRL3 rule's module (and so every rule): it is printed when asked for or
     # when a budget is over or unproven (a CRL3 finding), and a warm run of any other project, one with job
     # kinds included, loads no rule.
@@ -40,7 +59,17 @@ def _check(args: argparse.Namespace) -> int:
         # Before the findings, so the summary line stays the last line.
         sys.stdout.write(render_budget(result.reports.get(ConnectionBudgetCheck.REPORT, [])))
     sys.stdout.write(FORMATS[args.format](result))
-    return EXIT_FINDINGS if result.findings else EXIT_CLEAN
+    if notes:
+        # After the output, so what fails a clean-looking run is the last thing a terminal shows.
+        sys.stdout.flush()
+        print("\n".join(notes), file=sys.stderr)
+    return EXIT_FINDINGS if result.findings or baseline_fixed else EXIT_CLEAN
+
+
+def _baseline(args: argparse.Namespace) -> int:
+    from corral.gates.cli.baseline import baseline_command
+
+    return baseline_command(args.paths or ["."], args.config, args.output)
 
 
 def _jobs_static(args: argparse.Namespace) -> int:
@@ -81,7 +110,25 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--no-cache", action="store_true", help="ignore and do not write .corral_cache/")
     check.add_argument("--budget", action="store_true", help="print every runtime's connection budget (text format)")
     check.add_argument("--strict", action="store_true", help="demand explicit job timeouts (also: strict = true)")
+    check.add_argument(
+        "--select",
+        type=_selectors,
+        metavar="CODES",
+        help="run only these rule families or codes, comma-separated: CRL1,CRL401 (also: select = [...])",
+    )
+    check.add_argument(
+        "--baseline",
+        metavar="FILE",
+        help="fail only on findings not in FILE, and on its entries that no longer occur (also: baseline = FILE)",
+    )
     check.set_defaults(handler=_check)
+    baseline = commands.add_parser("baseline", help="write every current finding to the baseline file")
+    baseline.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: .)")
+    baseline.add_argument(
+        "--output", metavar="FILE", help="where to write it (default: the baseline key, else corral-baseline.json)"
+    )
+    baseline.add_argument("--config", metavar="FILE", help="a pyproject.toml or corral.toml to use")
+    baseline.set_defaults(handler=_baseline)
     export = commands.add_parser("export", help="print configuration for another tool: corral export ruff")
     export.add_argument("tool", choices=["ruff"])
     export.add_argument("path", nargs="?", default=".", metavar="PATH", help="where to look for the config")
@@ -111,6 +158,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _selectors(text: str) -> tuple[str, ...]:
+    selectors = tuple(sorted({part.strip() for part in text.split(",") if part.strip()}))
+    bad = [selector for selector in selectors if not re.fullmatch(r"CRL\d{1,3}", selector)]
+    if not selectors or bad:
+        raise argparse.ArgumentTypeError(f"expected rule families or codes like CRL1,CRL401, got {text!r}")
+    return selectors
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -138,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_ERROR
+    from corral.gates.cli.baseline import BaselineError
     from corral.gates.config import ConfigError
 
     # Every command reports a configuration it cannot use, or a path that does not exist, the same way.
@@ -145,6 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
     except ConfigError as error:
         print(f"corral: config error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    except BaselineError as error:
+        print(f"corral: baseline error: {error}", file=sys.stderr)
         return EXIT_ERROR
     except FileNotFoundError as error:
         print(f"corral: no such file or directory: {error.args[0] if error.args else error}", file=sys.stderr)

@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import importlib
 import os
+import stat
 import sys
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from corral.gates.config import Config
+from corral.gates.config import Config, ConfigError
 from corral.gates.engine.cache import Cache, DamagedCache, FileResult, Stamp
 from corral.gates.engine.infra.parallel import map_paths
 from corral.gates.findings import Finding
 from corral.gates.source.deployments import deployment_inputs
 from corral.gates.source.discovery import iter_files
-from corral.gates.source.parsing import Uncheckable, declares_encoding, decode
+from corral.gates.source.parsing import Uncheckable, declares_encoding, decode, read_source, unreadable_kind
 
 if TYPE_CHECKING:
     import ast
@@ -34,23 +36,72 @@ if TYPE_CHECKING:
 PARALLEL_THRESHOLD = 200
 
 
+@lru_cache(maxsize=8)
+def selected_codes(select: tuple[str, ...], where: str = "select") -> frozenset[str] | None:
+    """The codes a `select` of families and codes runs (the engine's CRL0 always among them); None: every
+    code. A selector that names no family or code is a ConfigError with the nearest ones."""
+    if not select:
+        return None
+    from corral.gates.rules import CODES, FAMILIES
+
+    for selector in select:
+        if selector not in CODES and selector not in FAMILIES:
+            import difflib
+
+            near = difflib.get_close_matches(selector, [*FAMILIES, *CODES], n=3, cutoff=0.6)
+            hint = f" (did you mean {', '.join(near)}?)" if near else f" (families: {', '.join(FAMILIES)})"
+            raise ConfigError(f"{where}: no rule family or code {selector!r}{hint}")
+    return frozenset(code for code in CODES if code.startswith(("CRL0", *select)))
+
+
+def _select_key(config: Config) -> str:
+    return f"{config.source or 'configuration'}: [tool.corral] key 'select'"
+
+
+def not_run(select: tuple[str, ...]) -> tuple[str, ...]:
+    """What a `select` leaves out, for the summary: whole families where none of theirs runs, else codes."""
+    selected = selected_codes(select)
+    if selected is None:
+        return ()
+    from corral.gates.rules import FAMILIES
+
+    left_out: list[str] = []
+    for family, codes in FAMILIES.items():
+        skipped = [code for code in codes if code not in selected]
+        left_out.extend([family] if len(skipped) == len(codes) else skipped)
+    return tuple(left_out)
+
+
+def _runs(codes: Iterable[str], config: Config) -> bool:
+    selected = selected_codes(config.select)
+    return selected is None or not selected.isdisjoint(codes)
+
+
+def _selected(findings: Iterable[Finding], config: Config) -> list[Finding]:
+    selected = selected_codes(config.select)
+    return [finding for finding in findings if selected is None or finding.code in selected]
+
+
 def run_project_checks(results: Mapping[str, FileResult], config: Config, reports: dict[str, Any]) -> list[Finding]:
-    """Every registered whole-project check on every file's facts, in registry order; each may add its
-    section to `reports`."""
+    """Every registered whole-project check whose rule `select` runs on every file's facts, in registry
+    order; each may add its section to `reports`."""
     from corral.gates.rules import PROJECT_CHECKS
 
     facts = {relpath: typed for relpath, result in results.items() if (typed := result.typed_facts())}
-    return [finding for check in PROJECT_CHECKS for finding in check().run(facts, config, reports)]
+    checks = [check for check in PROJECT_CHECKS if _runs(check.rule.codes, config)]
+    return _selected([finding for check in checks for finding in check().run(facts, config, reports)], config)
 
 
 class CheckResult(NamedTuple):
-    """The outcome of one run: how many files were checked and every finding, sorted."""
+    """The outcome of one run: how many files were checked and every finding, sorted; what `select` left
+    out."""
 
     root: Path
     files: int
     findings: list[Finding]
     results: dict[str, FileResult]
     reports: dict[str, Any]
+    not_run: tuple[str, ...] = ()
 
 
 def relative_path(path: str, root: Path) -> str:
@@ -65,7 +116,7 @@ def rules_for(relpath: str, config: Config) -> list[type[Rule]]:
     from corral.gates.rules import RULES
 
     is_infra, is_test = config.is_infra(relpath), config.is_test(relpath)
-    return [rule for rule in RULES if rule.applies_to(is_infra=is_infra, is_test=is_test)]
+    return [rule for rule in RULES if rule.applies_to(is_infra=is_infra, is_test=is_test) and _runs(rule.codes, config)]
 
 
 def check_source(
@@ -73,6 +124,10 @@ def check_source(
 ) -> FileResult:
     """Every per-file rule's findings for one file. `tree` is an already parsed module (flake8's), if any;
     without `prefilter` every applicable rule runs on the parsed file (what the prefilters are tested by)."""
+    try:
+        selected_codes(config.select, _select_key(config))
+    except ConfigError as error:  # a per-file front (flake8) reports it on the file; `check_paths` stops first
+        return FileResult(findings=(unusable_config(relpath, error),))
     try:
         text = decode(data)
     except Uncheckable as problem:
@@ -100,7 +155,24 @@ def check_source(
 def _run_rules(
     relpath: str, text: str, guide: str, config: Config, rules: tuple[type[Rule], ...], tree: ast.Module | None
 ) -> FileResult:
-    """Run `rules` on the parsed file; `guide` is the normalised text the rules' line filters read."""
+    """Run `rules` on the parsed file; `guide` is the normalised text the rules' line filters read. A file
+    nested deeper than the recursion limit lets the walks go is checked again with more headroom."""
+    try:
+        return _rules_on_file(relpath, text, guide, config, rules, tree)
+    except RecursionError:
+        pass
+    from corral.gates.engine.infra.deep_stack import NoDeepStack, call_with_headroom
+
+    try:
+        return call_with_headroom(lambda: _rules_on_file(relpath, text, guide, config, rules, tree))
+    except (RecursionError, NoDeepStack):
+        return FileResult(findings=(uncheckable(relpath, Uncheckable("is nested too deeply to check")),))
+
+
+def _rules_on_file(
+    relpath: str, text: str, guide: str, config: Config, rules: tuple[type[Rule], ...], tree: ast.Module | None
+) -> FileResult:
+    """`_run_rules` at the running recursion limit: a RecursionError is the caller's."""
     from corral.gates.analysis.context import FileContext
     from corral.gates.analysis.names import ModuleNames
     from corral.gates.source.discovery import module_name_for
@@ -121,10 +193,10 @@ def _run_rules(
             is_infra=config.is_infra(relpath),
             is_test=config.is_test(relpath),
         )
-        findings = [finding for rule in rules for finding in rule(context).check()]
+        findings = _selected((finding for rule in rules for finding in rule(context).check()), config)
     except Uncheckable as problem:
         return FileResult(findings=(uncheckable(relpath, problem),))
-    except (RecursionError, MemoryError):
+    except MemoryError:
         return FileResult(findings=(uncheckable(relpath, Uncheckable("is nested too deeply to check")),))
     return FileResult(
         findings=tuple(sorted(set(findings))), facts=context.facts or None, dependencies=context.dependencies or None
@@ -161,18 +233,23 @@ def _check_file(path: str) -> tuple[Stamp | None, str | None, FileResult, bool]:
     config, cache = _RUN
     relpath = relative_path(path, config.root)
     try:
+        status = os.stat(path)
+        if stat.S_ISDIR(status.st_mode):
+            raise IsADirectoryError(path)
+        # A FIFO, a device or a huge file is refused from its status alone, before the cache or a read.
+        refused = unreadable_kind(status.st_mode, status.st_size, config.max_file_size)
+        if refused is not None:
+            return None, None, FileResult(findings=(uncheckable(relpath, refused),)), False
+        stamp: Stamp | None = None
         if cache is not None:
-            status = os.stat(path)
-            stamp: Stamp | None = (status.st_mtime_ns, status.st_size)
-            assert stamp is not None
+            stamp = (status.st_mtime_ns, status.st_size)
             key = cache.key_if_unchanged(relpath, stamp)
             cached = cache.lookup(relpath, key) if key is not None else None
             if key is not None and cached is not None:
                 return stamp, key, cached, True
-        else:
-            stamp = None
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = read_source(path, config.max_file_size)
+    except Uncheckable as problem:
+        return None, None, FileResult(findings=(uncheckable(relpath, problem),)), False
     except OSError as error:
         return None, None, FileResult(findings=(uncheckable(relpath, _unreadable(path, error)),)), False
     if cache is None:
@@ -196,6 +273,7 @@ def _unreadable(path: str, error: OSError) -> Uncheckable:
 
 def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True) -> CheckResult:
     """Check the Python files under `paths` with `config`; the whole-project checks run on the result."""
+    selected_codes(config.select, _select_key(config))
     # Project scans rules made (which files declare a Celery app...) hold for one run; the module is only
     # loaded when a rule needed it, and a run answered from the cache does not load it.
     modules = sys.modules.get("corral.gates.analysis.modules")
@@ -250,7 +328,7 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
     if cache is not None:
         cache.save()
     findings.extend(project_findings)
-    return CheckResult(config.root, len(outcomes), sorted(findings), results, reports)
+    return CheckResult(config.root, len(outcomes), sorted(findings), results, reports, not_run(config.select))
 
 
 Outcome = tuple[Stamp | None, str | None, FileResult, bool]
@@ -279,6 +357,7 @@ def _recheck_stale_summaries(outcomes: dict[str, Outcome], config: Config) -> No
 
 def check_files(pairs: Iterable[tuple[str, bytes]], config: Config) -> list[Finding]:
     """Findings for in-memory files (relative path, content), whole-project checks included; no cache."""
+    selected_codes(config.select, _select_key(config))
     results = {relpath: check_source(relpath, data, config) for relpath, data in pairs}
     findings = [finding for result in results.values() for finding in result.findings]
     findings.extend(run_project_checks(results, config, {}))

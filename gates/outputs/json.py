@@ -15,4 +15,6 @@ def render_json(result: CheckResult) -> str:
         "findings": [finding.as_dict() for finding in result.findings],
         **result.reports,
     }
+    if result.not_run:  # only a run narrowed by `select` left anything out
+        document["not_run"] = list(result.not_run)
     return json.dumps(document, indent=2) + "\n"

@@ -11,6 +11,8 @@ def plural(count: int, noun: str) -> str:
 
 def summary(result: CheckResult) -> str:
     checked = f"{plural(result.files, 'file')} checked"
+    if result.not_run:
+        checked += f"; not run: {', '.join(result.not_run)}"
     if not result.findings:
         return f"All checks passed ({checked})."
     files = len({f.path for f in result.findings})

@@ -27,6 +27,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from corral.gates.config import DEFAULT_MAX_FILE_SIZE
+from corral.gates.source.parsing import Uncheckable, read_source
+
 if TYPE_CHECKING:
     import yaml
 
@@ -94,10 +97,11 @@ class Deployments(NamedTuple):
 
 
 def compose_files(root: Path) -> list[str]:
-    """The compose file Compose would pick at `root` and its override file, those that exist."""
+    """The compose file Compose would pick at `root` and its override file, those that exist (a link to a
+    device or a FIFO too: reading it says why it cannot count)."""
     for name in COMPOSE_FILES:
-        if (root / name).is_file():
-            return [name, _override(name)] if (root / _override(name)).is_file() else [name]
+        if os.path.lexists(root / name):
+            return [name, _override(name)] if os.path.lexists(root / _override(name)) else [name]
     return []
 
 
@@ -142,10 +146,10 @@ def deployment_inputs(root: Path, folders: tuple[str, ...]) -> list[tuple[str, s
 
 def _digest(path: Path) -> str | None:
     try:
-        return hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+        return hashlib.blake2b(read_source(str(path), DEFAULT_MAX_FILE_SIZE), digest_size=16).hexdigest()
     except FileNotFoundError:
         return "absent"
-    except OSError:
+    except (OSError, Uncheckable):
         return None
 
 
@@ -179,7 +183,10 @@ def _documents(root: Path, relpath: str, unreadable: list[UnreadableCount]) -> l
     import yaml
 
     try:
-        text = (root / relpath).read_text("utf-8")
+        text = read_source(str(root / relpath), DEFAULT_MAX_FILE_SIZE).decode("utf-8")
+    except Uncheckable as refused:  # a link to a device, a FIFO, a file over the size limit: never read
+        unreadable.append(UnreadableCount(relpath, 1, refused.reason))
+        return []
     except (OSError, UnicodeDecodeError) as error:
         reason = getattr(error, "strerror", None) or str(error)
         unreadable.append(UnreadableCount(relpath, 1, f"cannot be read: {reason}"))
@@ -356,10 +363,12 @@ def _gunicorn_workers(root: Path) -> WebWorkers | UnreadableCount | None:
     import ast
 
     path = root / GUNICORN_CONFIG
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
     try:
-        tree = ast.parse(path.read_bytes(), GUNICORN_CONFIG)
+        tree = ast.parse(read_source(str(path), DEFAULT_MAX_FILE_SIZE), GUNICORN_CONFIG)
+    except Uncheckable as refused:
+        return UnreadableCount(GUNICORN_CONFIG, 1, refused.reason)
     except (OSError, SyntaxError, ValueError) as error:
         line = getattr(error, "lineno", None) or 1
         return UnreadableCount(GUNICORN_CONFIG, line, f"cannot be parsed: {error}")

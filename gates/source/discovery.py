@@ -120,7 +120,8 @@ def _walk(directory: str) -> Iterator[str]:
             name = entry.name
             if name.endswith(PYTHON_SUFFIXES):
                 try:
-                    is_file = entry.is_file() or entry.is_symlink()
+                    # Anything but a folder: a FIFO or a device is reported (CRL001), never skipped.
+                    is_file = entry.is_symlink() or not entry.is_dir(follow_symlinks=False)
                 except OSError:  # a link loop: reading it reports the error
                     is_file = True
                 if is_file:

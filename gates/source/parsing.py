@@ -1,4 +1,8 @@
-"""Turning a file's bytes into an `ast.Module`, or into the reason it cannot be checked (CRL001).
+"""Reading a file's bytes and turning them into an `ast.Module`, or into the reason it cannot be checked
+(CRL001).
+
+Reading is bounded: only a regular file is opened (a FIFO would block, a device could be endless), without
+blocking, and no more than the size limit is ever read.
 
 The running interpreter's `ast` comes first; when it rejects a file, libcst (which reads every Python
 version's grammar) lowers newer syntax into something it accepts, so a 3.14 file checked on 3.10 is still
@@ -8,7 +12,9 @@ checked. Only code neither accepts is uncheckable.
 from __future__ import annotations
 
 import codecs
+import os
 import re
+import stat
 import warnings
 from typing import TYPE_CHECKING
 
@@ -29,6 +35,56 @@ class Uncheckable(Exception):
         self.reason = reason
         self.line = line
         self.col = col
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+_CHUNK = 1 << 20
+
+
+def unreadable_kind(mode: int, size: int, max_bytes: int) -> Uncheckable | None:
+    """Why a file of this `os.stat` mode and size is not read, if it is not."""
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+        return Uncheckable(f"is not a regular file ({kind})")
+    if size > max_bytes:
+        return Uncheckable(f"is too large to check ({size} bytes, over max-file-size = {max_bytes})")
+    return None
+
+
+def read_source(path: str, max_bytes: int) -> bytes:
+    """The bytes of the regular file at `path` (links followed), at most `max_bytes` of them: Uncheckable
+    for anything else, OSError when it cannot be opened or read."""
+    refused = unreadable_kind(*_mode_and_size(os.stat(path)), max_bytes)
+    if refused is not None:
+        raise refused  # never opened: opening a FIFO waits for a writer, a device may act on it
+    # Non-blocking and checked again on the open file: what was stat-ed may have been replaced since.
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        refused = unreadable_kind(*_mode_and_size(os.fstat(descriptor)), max_bytes)
+        if refused is not None:
+            raise refused
+        chunks, size = [], 0
+        while size <= max_bytes:
+            chunk = os.read(descriptor, min(_CHUNK, max_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(descriptor)
+    if size > max_bytes:  # it grew while being read
+        raise Uncheckable(f"is too large to check (over max-file-size = {max_bytes} bytes)")
+    return b"".join(chunks)
+
+
+def _mode_and_size(status: os.stat_result) -> tuple[int, int]:
+    return status.st_mode, status.st_size
 
 
 def _first_two_lines(data: bytes) -> bytes:

@@ -155,8 +155,9 @@ def test_without_config_paths_are_relative_to_where_flake8_runs(project) -> None
         ("[tool.corral]\ninfra_globs = ['x/**']\n", "unknown key 'infra_globs'"),
         ("[tool.corral]\ninfra = 'x/**'\n", "'infra' must be a list of glob strings"),
         ("[tool.corral\n", "invalid TOML"),
+        ("[tool.corral]\nselect = ['CRL7']\n", "select': no rule family or code 'CRL7'"),
     ],
-    ids=["unknown-key", "wrong-type", "invalid-toml"],
+    ids=["unknown-key", "wrong-type", "invalid-toml", "unknown-select"],
 )
 def test_config_error_is_one_crl000_finding_not_a_crash(project, pyproject: str, problem: str) -> None:
     root = project({"pyproject.toml": pyproject, "app/x.py": SPAWNING, "app/y.py": "x = 1\n"})
@@ -173,6 +174,14 @@ def test_config_error_is_one_crl000_finding_not_a_crash(project, pyproject: str,
     checked = run_corral("check", cwd=root)
     assert checked.returncode == 2
     assert problem in checked.stderr
+
+
+def test_select_narrows_flake8_as_it_narrows_corral_check(project) -> None:
+    spawning_job = SPAWNING + "from celery import shared_task\n\n\n@shared_task\ndef work():\n    pass\n"
+    root = project({"pyproject.toml": "[tool.corral]\nselect = ['CRL2']\n", "app/x.py": spawning_job})
+    found = flake8_findings("app/x.py", cwd=root)
+    assert found and all(code.startswith("CRL2") for _, _, _, code, _ in found)
+    assert found == corral_findings("app/x.py", cwd=root)
 
 
 def test_flake8_noqa_silences_the_editor_never_the_gate(project) -> None:

@@ -118,3 +118,33 @@ def test_files_named_without_config_are_judged_by_their_place(tmp_path: Path) ->
         "app/jobs.py:3:1: CRL101 threading.Thread outside infra; enqueue a job or call an infra helper instead",
         "Found 1 finding in 1 file (3 files checked).",
     ]
+
+
+@pytest.mark.timeout(600)
+def test_both_hooks_read_the_configured_baseline(hooks: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    repo, env = hooks
+    project = tmp_path / "project"
+    (project / "app").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[tool.corral]\nbaseline = "corral-baseline.json"\n')
+    (project / "app" / "old.py").write_text(SPAWNING)
+    run_corral("baseline", cwd=project, check=True)
+    git("init", "-q", cwd=project, env=env)
+    git("add", "-A", cwd=project, env=env)
+    for hook in ("corral", "corral-gate"):
+        completed = try_repo(repo, hook, project, env)
+        assert completed.returncode == 0, completed.stdout + completed.stderr
+
+    (project / "app" / "new.py").write_text(SPAWNING)
+    git("add", "-A", cwd=project, env=env)
+    for hook in ("corral", "corral-gate"):
+        completed = try_repo(repo, hook, project, env)
+        assert completed.returncode == 1, completed.stdout + completed.stderr
+        assert "app/new.py:3:1: CRL101" in completed.stdout and "app/old.py" not in completed.stdout
+
+    (project / "app" / "new.py").unlink()
+    (project / "app" / "old.py").write_text("x = 1\n")
+    git("add", "-A", cwd=project, env=env)
+    for hook in ("corral", "corral-gate"):
+        completed = try_repo(repo, hook, project, env)
+        assert completed.returncode == 1, completed.stdout + completed.stderr
+        assert "fixed: app/old.py CRL101" in completed.stdout + completed.stderr

@@ -1,0 +1,204 @@
+"""The baseline: the findings a project accepted when it adopted corral, so that `corral check --baseline FILE`
+fails only on new ones; `corral baseline [PATH...]` writes it.
+
+An entry is keyed by the finding's path (relative to the project root), its code and a fingerprint of the
+offending line's text with whitespace collapsed, plus an occurrence index among identical keys of one file
+(in line order): moving code or re-indenting it keeps its entry, editing the line does not. An entry that no
+longer occurs is reported as fixed and fails the run until the baseline is rewritten, so a baseline only
+shrinks. Nothing is suppressed inline or by path: the file lists each accepted finding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from corral.gates.config import Config
+from corral.gates.engine.run import CheckResult
+from corral.gates.findings import Finding
+
+DEFAULT_BASELINE = "corral-baseline.json"
+VERSION = 1
+# How much of the offending line an entry shows a reviewer; the fingerprint covers all of it.
+SHOWN_TEXT = 120
+_LINE_BREAKS = re.compile(r"\r\n|\r|\n")
+
+
+class BaselineError(Exception):
+    """A baseline that cannot be read or is not one; the message names its path."""
+
+
+class Entry(NamedTuple):
+    """One accepted finding."""
+
+    path: str
+    code: str
+    fingerprint: str
+    occurrence: int
+
+
+class Applied(NamedTuple):
+    """A run's findings against a baseline: the new ones, the entries that no longer occur, how many matched."""
+
+    new: list[Finding]
+    fixed: list[tuple[Entry, str]]
+    accepted: int
+
+
+def _lines_of(path: Path, max_bytes: int) -> list[str]:
+    from corral.gates.source.parsing import Uncheckable, decode, read_source
+
+    try:
+        data = read_source(str(path), max_bytes)
+        text = decode(data)
+    except (OSError, Uncheckable):
+        return []  # the finding says why the file cannot be read; its line text is then empty
+    return _LINE_BREAKS.split(text)
+
+
+def _normalised(text: str) -> str:
+    return " ".join(text.split())
+
+
+def keyed(findings: Iterable[Finding], config: Config) -> list[tuple[Entry, Finding, str]]:
+    """Every finding with its entry and the offending line's normalised text."""
+    lines: dict[str, list[str]] = {}
+    seen: dict[tuple[str, str, str], int] = {}
+    keyed_findings = []
+    for finding in sorted(findings, key=lambda f: (f.path, f.line, f.col, f.code, f.message)):
+        if finding.path not in lines:
+            lines[finding.path] = _lines_of(config.root / finding.path, config.max_file_size)
+        file_lines = lines[finding.path]
+        text = _normalised(file_lines[finding.line - 1]) if 0 < finding.line <= len(file_lines) else ""
+        fingerprint = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+        group = (finding.path, finding.code, fingerprint)
+        occurrence = seen.get(group, 0)
+        seen[group] = occurrence + 1
+        keyed_findings.append((Entry(finding.path, finding.code, fingerprint, occurrence), finding, text))
+    return keyed_findings
+
+
+def read_baseline(path: Path) -> dict[Entry, str]:
+    """The entries of a baseline file, each with the line text it shows."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BaselineError(f"{path}: no such baseline file (write it with corral baseline)") from None
+    except OSError as error:
+        raise BaselineError(f"{path}: cannot read the baseline: {error.strerror or error}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BaselineError(f"{path}: the baseline is not valid JSON: {error}") from None
+    if not isinstance(document, dict) or document.get("version") != VERSION:
+        raise BaselineError(f"{path}: not a corral baseline (version {VERSION} expected)")
+    raw_entries = document.get("entries")
+    if not isinstance(raw_entries, list):
+        raise BaselineError(f"{path}: not a corral baseline: 'entries' must be a list")
+    entries: dict[Entry, str] = {}
+    for index, raw in enumerate(raw_entries):
+        entry = _entry(raw)
+        if entry is None:
+            raise BaselineError(
+                f"{path}: entry {index} must have a string path, code and fingerprint and an occurrence >= 0"
+            )
+        entries[entry] = raw.get("text", "") if isinstance(raw.get("text"), str) else ""
+    return entries
+
+
+def _entry(raw: Any) -> Entry | None:
+    if not isinstance(raw, dict):
+        return None
+    path, code, fingerprint, occurrence = (raw.get(name) for name in Entry._fields)
+    if not all(isinstance(value, str) and value for value in (path, code, fingerprint)):
+        return None
+    if not isinstance(occurrence, int) or isinstance(occurrence, bool) or occurrence < 0:
+        return None
+    return Entry(str(path), str(code), str(fingerprint), occurrence)
+
+
+def _write(path: Path, entries: dict[Entry, str]) -> None:
+    rows = [{**entry._asdict(), "text": text[:SHOWN_TEXT]} for entry, text in sorted(entries.items())]
+    document = json.dumps({"version": VERSION, "entries": rows}, indent=2) + "\n"
+    # Written beside and renamed over: an interrupted write never leaves half a baseline.
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(document, encoding="utf-8")
+    os.replace(partial, path)
+
+
+def in_scope(entry: Entry, result: CheckResult, covers_root: bool) -> bool:
+    """Whether the run could have reported `entry`: its code ran and its file was checked (a whole-project
+    finding's file, such as a compose file, only when the run covered the whole project)."""
+    if any(entry.code.startswith(left_out) for left_out in result.not_run):
+        return False
+    return entry.path in result.results or covers_root
+
+
+def apply_baseline(result: CheckResult, entries: dict[Entry, str], config: Config, covers_root: bool) -> Applied:
+    new, matched = [], set()
+    for entry, finding, _ in keyed(result.findings, config):
+        if entry in entries:
+            matched.add(entry)
+        else:
+            new.append(finding)
+    fixed = [
+        (entry, text)
+        for entry, text in sorted(entries.items())
+        if entry not in matched and in_scope(entry, result, covers_root)
+    ]
+    return Applied(sorted(new), fixed, len(matched))
+
+
+def report_against(
+    baseline_file: Path, entries: dict[Entry, str], result: CheckResult, config: Config, paths: Sequence[str]
+) -> tuple[CheckResult, list[str], bool]:
+    """The run with only its findings the baseline does not hold; the notes to print after its output (how
+    many it held back, each entry that no longer occurs); and whether an entry no longer occurs (which fails
+    the run until the baseline is rewritten)."""
+    applied = apply_baseline(result, entries, config, covers_root(paths, config))
+    notes = [
+        f"corral: {baseline_file}: fixed: {entry.path} {entry.code} {text!r}:"
+        " remove from the baseline by re-running corral baseline"
+        for entry, text in applied.fixed
+    ]
+    if applied.accepted:
+        accepted = f"{applied.accepted} finding{'s' if applied.accepted != 1 else ''}"
+        notes.insert(0, f"corral: {accepted} in the baseline {baseline_file} not shown")
+    return result._replace(findings=applied.new), notes, bool(applied.fixed)
+
+
+def covers_root(paths: Sequence[str], config: Config) -> bool:
+    """Whether the paths checked include the project root (so every file and whole-project check ran)."""
+    for given in paths:
+        path = Path(given).resolve()
+        if path == config.root or path in config.root.parents:
+            return True
+    return False
+
+
+def baseline_command(paths: list[str], config_file: str | None, output: str | None) -> int:
+    """`corral baseline [PATH...]`: write every current finding under PATH into the baseline. Entries the
+    run could not have reported (files the paths do not cover, codes `select` leaves out) are kept."""
+    import sys
+
+    from corral.gates.config import load_config
+    from corral.gates.engine.run import check_paths
+
+    config = load_config(paths, config_file)
+    target = Path(output) if output else (config.root / config.baseline if config.baseline else Path(DEFAULT_BASELINE))
+    result = check_paths(paths, config)
+    whole = covers_root(paths, config)
+    entries: dict[Entry, str] = {}
+    if target.exists():  # what this run could not have reported (other paths, codes `select` left out) stays
+        entries = {entry: text for entry, text in read_baseline(target).items() if not in_scope(entry, result, whole)}
+    entries.update((entry, text) for entry, _, text in keyed(result.findings, config))
+    try:
+        _write(target, entries)
+    except OSError as error:
+        raise BaselineError(f"{target}: cannot write the baseline: {error.strerror or error}") from None
+    count = len(entries)
+    print(f"corral: wrote {count} {'entry' if count == 1 else 'entries'} to {target}", file=sys.stderr)
+    return 0
