@@ -346,8 +346,10 @@ def _recheck_stale_summaries(outcomes: dict[str, Outcome], config: Config) -> No
         ):
             relpath = relative_path(path, config.root)
             try:
-                with open(path, "rb") as handle:
-                    data = handle.read()
+                data = read_source(path, config.max_file_size)
+            except Uncheckable as problem:
+                outcomes[path] = (None, None, FileResult(findings=(uncheckable(relpath, problem),)), False)
+                continue
             except OSError as error:
                 unreadable = uncheckable(relpath, _unreadable(path, error))
                 outcomes[path] = (None, None, FileResult(findings=(unreadable,)), False)

@@ -40,6 +40,8 @@ from typing import NamedTuple
 from corral.gates.analysis.modules import MAX_REEXPORTS, ModuleInfo, ProjectModules
 from corral.gates.analysis.names import LOCAL, ModuleNames, Scope, is_type_checking_test
 from corral.gates.analysis.project import Callee, Function, ProjectFunctions
+from corral.gates.config import DEFAULT_MAX_FILE_SIZE
+from corral.gates.source.parsing import Uncheckable, read_source
 from corral.gates.source.prefilter import starts_word
 
 DJANGO_ATOMIC = "django.db.transaction.atomic"
@@ -475,10 +477,9 @@ def wrapper_words(root: Path) -> frozenset[str]:
     files: list[tuple[str, bytes, bool]] = []
     for path in paths:
         try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError:
-            continue  # reported where it is checked itself (CRL001)
+            data = read_source(path, DEFAULT_MAX_FILE_SIZE)
+        except (OSError, Uncheckable):
+            continue  # reported where it is checked itself (CRL001), never read unbounded here
         relpath = path[len(prefix) :] if path.startswith(prefix) else path
         # The substring tests rule out most files far faster than the pattern.
         opens = (b"atomic" in data or b"begin" in data or b"transaction" in data) and bool(OPENER_BYTES.search(data))
