@@ -645,6 +645,23 @@ def _django_settings(values: StaticValues, node: ast.AST) -> Located | Unresolve
                 if isinstance(module, Unresolved):
                     return module
                 return values.lookup(module, call)
+    for function in ast.walk(values.module.tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(function):
+                if (
+                    isinstance(inner, ast.Call)
+                    and values.dotted(inner.func) == "os.environ.setdefault"
+                    and inner.args
+                    and isinstance(inner.args[0], ast.Constant)
+                    and inner.args[0].value == "DJANGO_SETTINGS_MODULE"
+                ):
+                    # A factory sets it when it runs (and the settings it names may fill themselves at
+                    # import): what the app reads there is not provable without running the code.
+                    return values.unresolved(
+                        node,
+                        f"django.conf:settings, and DJANGO_SETTINGS_MODULE is set only inside {function.name}() "
+                        f"(line {inner.lineno}), which the gate does not run",
+                    )
     return values.unresolved(node, "django.conf:settings, but the module sets no DJANGO_SETTINGS_MODULE")
 
 

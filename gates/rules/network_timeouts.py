@@ -412,6 +412,10 @@ class NetworkTimeouts(Rule):
         if passed is not None:
             return passed if isinstance(passed, Unresolved) else self._seconds(*passed)
         values, scope = place.values, place.scope
+        held = _class_constant(expression, scope, values.module.names)
+        if held is not None:
+            # `self.webhook_timeout` with `webhook_timeout = 2` in the class body: read there.
+            return self._seconds(held[0], place._replace(scope=held[1], path=()))
         if isinstance(expression, (ast.Name, ast.Attribute)):
             # A constant holding a pair or a timeout object (`EXTERNAL_TIMEOUT = (10, 30)`) reads as one.
             located = values.definition(expression, scope)
@@ -707,6 +711,25 @@ def _default(arguments: ast.arguments, name: str) -> ast.expr | None:
 
 def _is_none(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
+
+
+def _class_constant(expression: ast.expr, scope: Scope, names: ModuleNames) -> tuple[ast.expr, Scope] | None:
+    """The value `self.<name>` (or `cls.<name>`) reads in a method when the class body assigns `<name>` once
+    and no method assigns it on the instance: the class attribute, and the class body's scope."""
+    if not isinstance(expression, ast.Attribute):
+        return None
+    cls = names.instance_class(expression.value, scope)
+    if cls is None or expression.attr in names.instance_attributes(cls):
+        return None
+    sites = cls.sites_of(expression.attr)
+    if len(sites) != 1:
+        return None
+    site = sites[0]
+    if isinstance(site, ast.Assign) and len(site.targets) == 1 and isinstance(site.targets[0], ast.Name):
+        return site.value, cls
+    if isinstance(site, ast.AnnAssign) and site.value is not None and isinstance(site.target, ast.Name):
+        return site.value, cls
+    return None
 
 
 def _client_timeout(client: ast.Call, library: str) -> ast.expr | None:
