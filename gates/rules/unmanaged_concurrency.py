@@ -415,7 +415,17 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         waited: set[ast.Call] = set()
         bound: list[tuple[ast.Call, str, Scope]] = []
         waits: set[tuple[str, Scope]] = set()
+        # `for process in processes:`: waiting for the loop's name waits for each of the list's.
+        iterated: dict[tuple[str, Scope], tuple[str, Scope]] = {}
         for node, scope in scoped_nodes(self.context.tree, self.names):
+            if (
+                isinstance(node, (ast.For, ast.AsyncFor))
+                and isinstance(node.target, ast.Name)
+                and isinstance(node.iter, ast.Name)
+            ):
+                element, collection = scope.binder(node.target.id), scope.binder(node.iter.id)
+                if element is not None and collection is not None:
+                    iterated[(node.target.id, element)] = (node.iter.id, collection)
             if isinstance(node, (ast.With, ast.AsyncWith)):
                 waited.update(_started(item.context_expr) for item in node.items)
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -429,8 +439,12 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 if len(targets) == 1 and isinstance(targets[0], ast.Name):
                     binder = scope.binder(targets[0].id)
+                    value = node.value
+                    if isinstance(value, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+                        value = value.elt  # a list of processes, each waited for where the list is
                     if binder is not None:
-                        bound.append((_started(node.value), targets[0].id, binder))
+                        bound.append((_started(value), targets[0].id, binder))
+        waits.update(iterated[wait] for wait in list(waits) if wait in iterated)
         waited.update(call for call, name, binder in bound if (name, binder) in waits)
         waited.discard(_NOT_A_CALL)
         self._waited = waited
