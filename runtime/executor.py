@@ -34,7 +34,7 @@ from corral.runtime.isolation import child_request, describe_error
 from corral.runtime.lifecycle import Lifecycle
 from corral.runtime.payloads import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, UnstorableJson, encode_json, storable_text
 from corral.runtime.stats import RuntimeStats
-from corral.runtime.stores.protocol import ClaimedJob, Completion, Store, attempt_holder
+from corral.runtime.stores.protocol import ClaimedJob, Completion, HeldLease, Store, attempt_holder
 from corral.runtime.waiters import Waiters
 
 if TYPE_CHECKING:
@@ -134,6 +134,7 @@ class JobExecutor:
         self._stuck: set[tuple[int, int]] = set()
         self._abandoned: list[tuple[ClaimedJob, asyncio.Future[Any]]] = []
         self._warned_unknown: dict[str, float] = {}  # kind -> when its last WARNING was logged (monotonic)
+        self._renewed_while_held = 0.0  # when renew_while_loop_held last renewed (monotonic)
 
     def stuck(self) -> list[ClaimedJob]:
         """Attempts recorded failed at their timeout whose code still runs here (each keeps its slot)."""
@@ -149,6 +150,26 @@ class JobExecutor:
         pass, so it never rescues a job this process still runs, even after the loop was held)."""
         for attempt in list(self._in_flight.values()):
             await self._renew(attempt)
+
+    def renew_while_loop_held(self) -> None:
+        """Extend the leases of every attempt this process runs, from the loop watchdog's thread while
+        job code holds the event loop (no renewal on the loop can run then): at most every third of
+        the shortest lease, so a blocking async job past its timeout is never rescued by another
+        process (which would run a second attempt beside it, past its key's ``per_key``)."""
+        attempts = list(self._in_flight.values())  # one C-level copy: safe from the watchdog thread
+        if not attempts:
+            return
+        now = time.monotonic()
+        if now - self._renewed_while_held < min(attempt.kind.lease_seconds for attempt in attempts) / 3:
+            return
+        self._renewed_while_held = now
+        leases = [
+            HeldLease(job_id=a.job.id, token=a.job.token, seconds=a.kind.lease_seconds, key=a.key) for a in attempts
+        ]
+        try:
+            self._store.renew_blocking(leases)
+        except Exception as exc:
+            log.warning("renewing %d lease(s) while the event loop is held failed: %s", len(leases), exc)
 
     async def _renew(self, attempt: _Attempt) -> None:
         job = attempt.job

@@ -205,7 +205,7 @@ class Runtime:
         self._claim_loops: list[asyncio.Task[None]] = []
         self._plumbing: list[asyncio.Task[None]] = []
         self._completer_task: asyncio.Task[None] | None = None
-        self._watchdog = LoopWatchdog(threshold=LOOP_STALL_WARNING)
+        self._watchdog = LoopWatchdog(threshold=LOOP_STALL_WARNING, on_stall=self._executor.renew_while_loop_held)
 
     # -- declarations ---------------------------------------------------------------------------
 

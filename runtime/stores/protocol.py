@@ -27,6 +27,7 @@ __all__ = [
     "ClaimedJob",
     "Completion",
     "FailedJob",
+    "HeldLease",
     "JobState",
     "NewJob",
     "PeriodicSpec",
@@ -89,6 +90,17 @@ class Completion:
     job_id: int
     token: int
     result_json: str | None
+
+
+@dataclass(frozen=True)
+class HeldLease:
+    """An attempt this process still runs, for :meth:`Store.renew_blocking`: its job lease and, with
+    ``key`` (``(queue, key)``), the key slot its :func:`attempt_holder` holds, extended by ``seconds``."""
+
+    job_id: int
+    token: int
+    seconds: float
+    key: tuple[str, str] | None
 
 
 @dataclass(frozen=True)
@@ -227,6 +239,12 @@ class Store(Protocol):
         ``seconds`` from now while it is still running under that claim, and the slot of ``key``
         (``(queue, key)``) its :func:`attempt_holder` holds, even once the attempt is recorded (its
         code has not ended). Return whether the job lease was extended."""
+
+    def renew_blocking(self, leases: Sequence[HeldLease]) -> None:
+        """:meth:`renew` each of ``leases``, blocking, on a connection of the call's own: called from the
+        loop watchdog's thread while job code holds the event loop, so it must neither need the loop
+        nor touch the store's async connections. Raises ``StoreUnavailable`` when the store cannot be
+        reached."""
 
     async def publish(self, topic: str, payload_json: str, *, conn: Any = None) -> int:
         """Write an outbox row; return its id. ``conn`` as for :meth:`enqueue`."""

@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 from corral.runtime import ConfigError
+from corral.runtime.infra import run_in_thread
 from corral.runtime.stores import SCHEMES
 from corral.runtime.stores.memory import MemoryStore
 from corral.runtime.stores.postgres import PostgresStore
 from corral.runtime.stores.protocol import (
     Completion,
+    HeldLease,
     NewJob,
     PeriodicSpec,
     QueueCounts,
@@ -344,6 +346,32 @@ def test_a_running_attempt_renews_its_lease_and_its_key_a_stale_one_neither(make
         await store.release_key_lease("q", "ep", holder=holder)  # the stale attempt cannot free the retry's slot
         assert not await store.acquire_key_lease("q", "ep", holder=attempt_holder(job_id, 99), limit=1, seconds=60)
         assert await store.renew(job_id, retry.token, seconds=60, key=("q", "ep"))
+
+    drive(make_store, scenario)
+
+
+def test_renew_blocking_from_another_thread_keeps_a_held_attempt_and_revives_no_stale_one(
+    make_store: StoreFactory,
+) -> None:
+    async def scenario(store: Store) -> None:
+        (job_id, other_id) = await store.enqueue([new_job(key="ep", lease_seconds=SHORT), new_job(lease_seconds=SHORT)])
+        first, other = await store.claim("q", 2, "w")
+        assert (first.id, other.id) == (job_id, other_id)
+        holder = attempt_holder(job_id, first.token)
+        assert await store.acquire_key_lease("q", "ep", holder=holder, limit=1, seconds=SHORT)
+        leases = [
+            HeldLease(job_id=job_id, token=first.token, seconds=60, key=("q", "ep")),
+            HeldLease(job_id=other_id, token=other.token, seconds=60, key=None),
+        ]
+        # from a thread of its own, as the loop watchdog calls it while job code holds the loop
+        await run_in_thread(store.renew_blocking, leases, name="test-renew-blocking")
+        await asyncio.sleep(PAST_SHORT)
+        assert await store.rescue_expired() == 0  # both job leases were extended
+        assert not await store.acquire_key_lease("q", "ep", holder=attempt_holder(job_id, 99), limit=1, seconds=60)
+        # a recorded attempt: renewing it revives no job lease (nor is the job running again)
+        await store.fail(other_id, other.token, error="boom", traceback=None, retry_at=time.time() + 60)
+        await run_in_thread(store.renew_blocking, leases[1:], name="test-renew-blocking")
+        assert (await store.job_states([other_id]))[other_id].state == "retrying"
 
     drive(make_store, scenario)
 
