@@ -449,6 +449,18 @@ class JobExecutor:
                 return True
             await self._renew(attempt)
 
+    @staticmethod
+    def _log_failure(job: ClaimedJob, error: str, *, final: bool) -> None:
+        log.warning(
+            "job %s (%s) attempt %d/%d failed%s: %s",
+            job.id,
+            job.kind,
+            job.attempt,
+            job.max_attempts,
+            " for good" if final else ", will retry",
+            error,
+        )
+
     async def _settle_failure(
         self, job: ClaimedJob, error: str, trace: str | None, *, crashed: bool = False, final: bool = False
     ) -> None:
@@ -460,20 +472,32 @@ class JobExecutor:
             if final
             else time.time() + retry_delay(job.attempt, base=self._config.retry_base, cap=self._config.retry_cap)
         )
-        log.warning(
-            "job %s (%s) attempt %d/%d failed%s: %s",
-            job.id,
-            job.kind,
-            job.attempt,
-            job.max_attempts,
-            " for good" if final else ", will retry",
-            error,
-        )
         self._stats.failed_attempts += 1
         # The failure is recorded whatever its text holds: what a store's text column refuses is escaped.
-        error = storable_text(error, limit=MAX_ERROR_CHARS)
+        stored_error = storable_text(error, limit=MAX_ERROR_CHARS)
         trace = None if trace is None else storable_text(trace, limit=MAX_TRACEBACK_CHARS)
-        await self._store.fail(job.id, job.token, error=error, traceback=trace, retry_at=retry_at, crashed=crashed)
+        try:
+            recorded = await self._store.fail(
+                job.id, job.token, error=stored_error, traceback=trace, retry_at=retry_at, crashed=crashed
+            )
+        except BaseException:
+            self._log_failure(job, error, final=final)  # what happened, though the store could not hear it
+            raise
+        if not recorded:
+            # What the store holds stands (a rescue, another claim's outcome): claiming this outcome
+            # in the log would contradict it.
+            log.warning(
+                "job %s (%s) attempt %d/%d: the store refused its outcome (%s), as the attempt no longer "
+                "holds the job (its lease expired and it was rescued, or another attempt settled it)",
+                job.id,
+                job.kind,
+                job.attempt,
+                job.max_attempts,
+                error,
+            )
+            self._waiters.settled(job.id)  # whoever waits reads back what the store holds
+            return
+        self._log_failure(job, error, final=final)
         if retry_at is not None:
             self._wake_later(job.queue, retry_at - time.time())
         if final:

@@ -212,9 +212,11 @@ class Store(Protocol):
         traceback: str | None,
         retry_at: float | None,
         crashed: bool = False,
-    ) -> None:
+    ) -> bool:
         """Record a failed attempt: retrying at ``retry_at``, or failed for good when it is None;
-        ``crashed``: the attempt crashed its worker process, and the job's crash count grows by one."""
+        ``crashed``: the attempt crashed its worker process, and the job's crash count grows by one.
+        Return False when the store refused it: the attempt no longer holds the job (its lease
+        expired and it was rescued, or another claim settled it), whose record then stands."""
 
     async def snooze(self, job_id: int, token: int, *, seconds: float) -> None:
         """Put a claimed job back to waiting for ``seconds`` without spending its attempt."""

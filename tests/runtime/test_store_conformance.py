@@ -170,8 +170,10 @@ def test_fail_retries_at_retry_at_or_fails_for_good(make_store: StoreFactory) ->
     async def scenario(store: Store) -> None:
         retried, final, soon = await store.enqueue([new_job(), new_job(), new_job()])
         claimed = {job.id: job for job in await store.claim("q", 3, "w")}
-        await store.fail(retried, claimed[retried].token, error="E: later", traceback="tb", retry_at=time.time() + 60)
-        await store.fail(final, claimed[final].token, error="E: never", traceback=None, retry_at=None)
+        assert await store.fail(
+            retried, claimed[retried].token, error="E: later", traceback="tb", retry_at=time.time() + 60
+        )
+        assert await store.fail(final, claimed[final].token, error="E: never", traceback=None, retry_at=None)
         await store.fail(soon, claimed[soon].token, error="E: now", traceback=None, retry_at=time.time() - 1)
         states = await store.job_states([retried, final, soon])
         assert {job_id: (s.state, s.error) for job_id, s in states.items()} == {
@@ -202,7 +204,7 @@ def test_stale_tokens_cannot_fail_snooze_release_or_complete(make_store: StoreFa
         await store.release(job_id, old.token)
         (new,) = await store.claim("q", 1, "w2")
         assert new.token != old.token
-        await store.fail(job_id, old.token, error="stale", traceback=None, retry_at=None)
+        assert not await store.fail(job_id, old.token, error="stale", traceback=None, retry_at=None)
         await store.snooze(job_id, old.token, seconds=60)
         await store.release(job_id, old.token)
         await store.complete([Completion(job_id, old.token, json.dumps("stale"))])
@@ -262,7 +264,7 @@ def test_rescue_makes_expired_leases_retryable_or_failed(make_store: StoreFactor
         }
         assert [f.id for f in await store.failed()] == [out_of_attempts]
         # the lost worker can no longer fail or put back its attempt; the rescued job runs again
-        await store.fail(retried, claimed[retried].token, error="late", traceback=None, retry_at=None)
+        assert not await store.fail(retried, claimed[retried].token, error="late", traceback=None, retry_at=None)
         await store.release(retried, claimed[retried].token)
         assert await state_of(store, retried) == "retrying"
         await asyncio.sleep(PAST_SHORT)  # a rescued job is due within one lease (rescue_spread)

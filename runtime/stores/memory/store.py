@@ -268,11 +268,11 @@ class MemoryStore:
         traceback: str | None,
         retry_at: float | None,
         crashed: bool = False,
-    ) -> None:
+    ) -> bool:
         now = await self._begin()
         job = self._held(job_id, token)
         if job is None:
-            return
+            return False
         final = retry_at is None
         job.state = FAILED if final else RETRYING
         job.run_at = now if retry_at is None else retry_at
@@ -283,6 +283,7 @@ class MemoryStore:
         self._unlease(job)
         if not final:
             self._make_runnable(job)
+        return True
 
     async def _unclaim(self, job_id: int, token: int, seconds: float) -> None:
         now = await self._begin()

@@ -429,7 +429,7 @@ class PostgresStore:
         traceback: str | None,
         retry_at: float | None,
         crashed: bool = False,
-    ) -> None:
+    ) -> bool:
         self._leased_by_claim.discard(attempt_holder(job_id, token))
         final = retry_at is None
         delay = 0.0 if retry_at is None else retry_at - self._clock()
@@ -445,10 +445,12 @@ class PostgresStore:
                     int(crashed),
                     job_id,
                     token,
-                    self.channel,
                     final,
+                    self.channel,
                 ),
             )
+            row = await cur.fetchone()
+        return row is not None and int(row[0]) == 1
 
     async def _unclaim(self, job_id: int, token: int, seconds: float) -> None:
         self._leased_by_claim.discard(attempt_holder(job_id, token))

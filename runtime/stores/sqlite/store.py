@@ -330,14 +330,14 @@ class SqliteStore:
         traceback: str | None,
         retry_at: float | None,
         crashed: bool = False,
-    ) -> None:
+    ) -> bool:
         self._leased_by_claim.discard(attempt_holder(job_id, token))
 
-        def fail(conn: sqlite3.Connection) -> None:
+        def fail(conn: sqlite3.Connection) -> bool:
             now = self._clock()
             final = retry_at is None
             with self._write(conn):
-                conn.execute(
+                cur = conn.execute(
                     _SQL["fail"],
                     (
                         FAILED if final else RETRYING,
@@ -350,8 +350,9 @@ class SqliteStore:
                         token,
                     ),
                 )
+            return cur.rowcount == 1
 
-        await self._run(fail)
+        return await self._run(fail)
 
     def _unclaim(self, job_id: int, token: int, seconds: float) -> Callable[[sqlite3.Connection], None]:
         self._leased_by_claim.discard(attempt_holder(job_id, token))
