@@ -197,8 +197,8 @@ class Store(Protocol):
         """Atomically move up to ``limit`` runnable jobs of ``queue`` to running, under a lease;
         spends one attempt each. With ``per_key`` (the queue's limit), a job with a key is claimed only
         together with one of its key's ``per_key`` slots, taken in the same transaction for the job's
-        lease (holder: the job's id, so the executor's :meth:`acquire_key_lease` renews it); jobs
-        whose key has no free slot are skipped, and the jobs behind them claimed instead."""
+        lease (holder: the attempt's :func:`attempt_holder`, so the executor's :meth:`acquire_key_lease`
+        renews it); jobs whose key has no free slot are skipped, and the jobs behind them claimed instead."""
 
     async def complete(self, completions: Sequence[Completion]) -> None:
         """Record finished jobs (a batch, one transaction)."""
