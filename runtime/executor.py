@@ -34,7 +34,7 @@ from corral.runtime.isolation import child_request, describe_error
 from corral.runtime.lifecycle import Lifecycle
 from corral.runtime.payloads import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, UnstorableJson, encode_json, storable_text
 from corral.runtime.stats import RuntimeStats
-from corral.runtime.stores.protocol import ClaimedJob, Completion, Store, attempt_holder
+from corral.runtime.stores.protocol import ClaimedJob, Completion, HeldLease, Store, attempt_holder
 from corral.runtime.waiters import Waiters
 
 if TYPE_CHECKING:
@@ -134,6 +134,7 @@ class JobExecutor:
         self._stuck: set[tuple[int, int]] = set()
         self._abandoned: list[tuple[ClaimedJob, asyncio.Future[Any]]] = []
         self._warned_unknown: dict[str, float] = {}  # kind -> when its last WARNING was logged (monotonic)
+        self._renewed_while_held = 0.0  # when renew_while_loop_held last renewed (monotonic)
 
     def stuck(self) -> list[ClaimedJob]:
         """Attempts recorded failed at their timeout whose code still runs here (each keeps its slot)."""
@@ -149,6 +150,26 @@ class JobExecutor:
         pass, so it never rescues a job this process still runs, even after the loop was held)."""
         for attempt in list(self._in_flight.values()):
             await self._renew(attempt)
+
+    def renew_while_loop_held(self) -> None:
+        """Extend the leases of every attempt this process runs, from the loop watchdog's thread while
+        job code holds the event loop (no renewal on the loop can run then): at most every third of
+        the shortest lease, so a blocking async job past its timeout is never rescued by another
+        process (which would run a second attempt beside it, past its key's ``per_key``)."""
+        attempts = list(self._in_flight.values())  # one C-level copy: safe from the watchdog thread
+        if not attempts:
+            return
+        now = time.monotonic()
+        if now - self._renewed_while_held < min(attempt.kind.lease_seconds for attempt in attempts) / 3:
+            return
+        self._renewed_while_held = now
+        leases = [
+            HeldLease(job_id=a.job.id, token=a.job.token, seconds=a.kind.lease_seconds, key=a.key) for a in attempts
+        ]
+        try:
+            self._store.renew_blocking(leases)
+        except Exception as exc:
+            log.warning("renewing %d lease(s) while the event loop is held failed: %s", len(leases), exc)
 
     async def _renew(self, attempt: _Attempt) -> None:
         job = attempt.job
@@ -428,6 +449,18 @@ class JobExecutor:
                 return True
             await self._renew(attempt)
 
+    @staticmethod
+    def _log_failure(job: ClaimedJob, error: str, *, final: bool) -> None:
+        log.warning(
+            "job %s (%s) attempt %d/%d failed%s: %s",
+            job.id,
+            job.kind,
+            job.attempt,
+            job.max_attempts,
+            " for good" if final else ", will retry",
+            error,
+        )
+
     async def _settle_failure(
         self, job: ClaimedJob, error: str, trace: str | None, *, crashed: bool = False, final: bool = False
     ) -> None:
@@ -439,20 +472,32 @@ class JobExecutor:
             if final
             else time.time() + retry_delay(job.attempt, base=self._config.retry_base, cap=self._config.retry_cap)
         )
-        log.warning(
-            "job %s (%s) attempt %d/%d failed%s: %s",
-            job.id,
-            job.kind,
-            job.attempt,
-            job.max_attempts,
-            " for good" if final else ", will retry",
-            error,
-        )
         self._stats.failed_attempts += 1
         # The failure is recorded whatever its text holds: what a store's text column refuses is escaped.
-        error = storable_text(error, limit=MAX_ERROR_CHARS)
+        stored_error = storable_text(error, limit=MAX_ERROR_CHARS)
         trace = None if trace is None else storable_text(trace, limit=MAX_TRACEBACK_CHARS)
-        await self._store.fail(job.id, job.token, error=error, traceback=trace, retry_at=retry_at, crashed=crashed)
+        try:
+            recorded = await self._store.fail(
+                job.id, job.token, error=stored_error, traceback=trace, retry_at=retry_at, crashed=crashed
+            )
+        except BaseException:
+            self._log_failure(job, error, final=final)  # what happened, though the store could not hear it
+            raise
+        if not recorded:
+            # What the store holds stands (a rescue, another claim's outcome): claiming this outcome
+            # in the log would contradict it.
+            log.warning(
+                "job %s (%s) attempt %d/%d: the store refused its outcome (%s), as the attempt no longer "
+                "holds the job (its lease expired and it was rescued, or another attempt settled it)",
+                job.id,
+                job.kind,
+                job.attempt,
+                job.max_attempts,
+                error,
+            )
+            self._waiters.settled(job.id)  # whoever waits reads back what the store holds
+            return
+        self._log_failure(job, error, final=final)
         if retry_at is not None:
             self._wake_later(job.queue, retry_at - time.time())
         if final:

@@ -205,7 +205,7 @@ class Runtime:
         self._claim_loops: list[asyncio.Task[None]] = []
         self._plumbing: list[asyncio.Task[None]] = []
         self._completer_task: asyncio.Task[None] | None = None
-        self._watchdog = LoopWatchdog(threshold=LOOP_STALL_WARNING)
+        self._watchdog = LoopWatchdog(threshold=LOOP_STALL_WARNING, on_stall=self._executor.renew_while_loop_held)
 
     # -- declarations ---------------------------------------------------------------------------
 
@@ -478,7 +478,8 @@ class Runtime:
         """Wait up to ``timeout`` seconds for a job to finish (done or failed for good).
 
         Served by this process's single notifier. When the job's queue already has
-        ``max_waiters`` waiters, answers at once with ``waited=False`` instead of queueing.
+        ``max_waiters`` waiters, answers at once with ``waited=False`` instead of queueing. A timeout
+        answers ``state="pending"``; a store that cannot be read meanwhile raises ``StoreUnavailable``.
         """
         self._lifecycle.require_running()
         return await self._waiters.wait(job_id, timeout=timeout)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral.runtime.config import RuntimeConfig
+from corral.runtime.errors import StoreUnavailable
 from corral.runtime.infra import wait_event
 from corral.runtime.lifecycle import Lifecycle
 from corral.runtime.stores.protocol import DONE, FAILED, Store
@@ -146,6 +147,17 @@ class Waiters:
                 if not fut.done():
                     fut.set_result(JobStatus(job_id=job_id, state="unknown", waited=True))
 
+    def _refuse(self, outage: StoreUnavailable) -> None:
+        """The store could not be read: whoever waits now gets ``StoreUnavailable`` (the driver's error
+        chained), not a "pending" that would claim the job is merely unfinished."""
+        cause = outage.__cause__ if outage.__cause__ is not None else outage
+        for job_id, waiter in list(self._waiters.items()):
+            for fut in waiter.futures:
+                if not fut.done():
+                    refused = StoreUnavailable(f"wait() on job {job_id}: {outage}")
+                    refused.__cause__ = cause
+                    fut.set_exception(refused)
+
     async def run(self) -> None:
         """The one shared notifier: one query for every job somebody waits on, per tick (polling) or per
         completion notice that names a waited job (pushed, with a slow poll as the fallback)."""
@@ -156,6 +168,9 @@ class Waiters:
             self._wake.clear()  # before reading, so a notice arriving meanwhile is not lost
             try:
                 states = await self._store.job_states(list(self._waiters))
+            except StoreUnavailable as exc:
+                self._refuse(exc)
+                states = {}
             except Exception:
                 log.exception("notifier: reading job states failed")
                 states = {}

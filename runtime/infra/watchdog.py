@@ -5,7 +5,10 @@ the process, and no timeout can fire while it does. The loop beats from a small 
 thread reads the beat, and when it is older than ``threshold`` it logs at WARNING which task holds
 the loop and that task's stack, taken while the stall is under way (afterwards the culprit is gone).
 Once the loop beats again, it logs how long the stall lasted. Python cannot interrupt the holder:
-the executor records such a job failed when it ran past its timeout.
+the executor records such a job failed when it ran past its timeout. Meanwhile nothing on the loop
+can renew this process's leases, so on every look while the stall lasts the thread calls
+``on_stall`` (the executor renews its attempts' leases from this thread, on a connection of its
+own): another process must not rescue work that still runs here.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 
 __all__ = ["LoopWatchdog"]
 
@@ -25,8 +29,9 @@ log = logging.getLogger("corral.runtime")
 class LoopWatchdog:
     """Watches the running loop from :meth:`start` until :meth:`stop`; stalls over ``threshold`` seconds are logged."""
 
-    def __init__(self, *, threshold: float) -> None:
+    def __init__(self, *, threshold: float, on_stall: Callable[[], None]) -> None:
         self._threshold = threshold
+        self._on_stall = on_stall
         self._beat = time.monotonic()
         self._stopped = threading.Event()
         self._beater: asyncio.Task[None] | None = None
@@ -65,17 +70,25 @@ class LoopWatchdog:
         reported = 0.0  # the beat whose stall was reported
         while not self._stopped.wait(self._threshold / 4):
             beat = self._beat
-            if beat == reported or time.monotonic() - beat <= self._threshold + self._threshold / 4:
+            if time.monotonic() - beat <= self._threshold + self._threshold / 4:
                 continue
-            reported = beat
-            # Read from this thread while the loop is held: which task runs, and where it is.
-            holder = asyncio.current_task(loop)
-            frame = sys._current_frames().get(loop_thread)
-            stack = "".join(traceback.format_stack(frame)) if frame is not None else "(no stack)\n"
-            log.warning(
-                "event loop held for over %gs by %s: a blocking call in async code stalls every queue of this "
-                "process; its stack:\n%s",
-                self._threshold,
-                f"task {holder.get_name()!r}" if holder is not None else "code outside any task",
-                stack.rstrip(),
-            )
+            if beat != reported:
+                reported = beat
+                self._report(loop, loop_thread)
+            try:
+                self._on_stall()
+            except Exception:  # the watchdog must outlive any failure of what it calls
+                log.exception("loop watchdog: acting on the stall failed")
+
+    def _report(self, loop: asyncio.AbstractEventLoop, loop_thread: int) -> None:
+        """Log which task holds the loop and its stack, read from this thread while the stall lasts."""
+        holder = asyncio.current_task(loop)
+        frame = sys._current_frames().get(loop_thread)
+        stack = "".join(traceback.format_stack(frame)) if frame is not None else "(no stack)\n"
+        log.warning(
+            "event loop held for over %gs by %s: a blocking call in async code stalls every queue of this "
+            "process; its stack:\n%s",
+            self._threshold,
+            f"task {holder.get_name()!r}" if holder is not None else "code outside any task",
+            stack.rstrip(),
+        )

@@ -27,6 +27,7 @@ __all__ = [
     "ClaimedJob",
     "Completion",
     "FailedJob",
+    "HeldLease",
     "JobState",
     "NewJob",
     "PeriodicSpec",
@@ -89,6 +90,17 @@ class Completion:
     job_id: int
     token: int
     result_json: str | None
+
+
+@dataclass(frozen=True)
+class HeldLease:
+    """An attempt this process still runs, for :meth:`Store.renew_blocking`: its job lease and, with
+    ``key`` (``(queue, key)``), the key slot its :func:`attempt_holder` holds, extended by ``seconds``."""
+
+    job_id: int
+    token: int
+    seconds: float
+    key: tuple[str, str] | None
 
 
 @dataclass(frozen=True)
@@ -185,8 +197,8 @@ class Store(Protocol):
         """Atomically move up to ``limit`` runnable jobs of ``queue`` to running, under a lease;
         spends one attempt each. With ``per_key`` (the queue's limit), a job with a key is claimed only
         together with one of its key's ``per_key`` slots, taken in the same transaction for the job's
-        lease (holder: the job's id, so the executor's :meth:`acquire_key_lease` renews it); jobs
-        whose key has no free slot are skipped, and the jobs behind them claimed instead."""
+        lease (holder: the attempt's :func:`attempt_holder`, so the executor's :meth:`acquire_key_lease`
+        renews it); jobs whose key has no free slot are skipped, and the jobs behind them claimed instead."""
 
     async def complete(self, completions: Sequence[Completion]) -> None:
         """Record finished jobs (a batch, one transaction)."""
@@ -200,9 +212,11 @@ class Store(Protocol):
         traceback: str | None,
         retry_at: float | None,
         crashed: bool = False,
-    ) -> None:
+    ) -> bool:
         """Record a failed attempt: retrying at ``retry_at``, or failed for good when it is None;
-        ``crashed``: the attempt crashed its worker process, and the job's crash count grows by one."""
+        ``crashed``: the attempt crashed its worker process, and the job's crash count grows by one.
+        Return False when the store refused it: the attempt no longer holds the job (its lease
+        expired and it was rescued, or another claim settled it), whose record then stands."""
 
     async def snooze(self, job_id: int, token: int, *, seconds: float) -> None:
         """Put a claimed job back to waiting for ``seconds`` without spending its attempt."""
@@ -227,6 +241,12 @@ class Store(Protocol):
         ``seconds`` from now while it is still running under that claim, and the slot of ``key``
         (``(queue, key)``) its :func:`attempt_holder` holds, even once the attempt is recorded (its
         code has not ended). Return whether the job lease was extended."""
+
+    def renew_blocking(self, leases: Sequence[HeldLease]) -> None:
+        """:meth:`renew` each of ``leases``, blocking, on a connection of the call's own: called from the
+        loop watchdog's thread while job code holds the event loop, so it must neither need the loop
+        nor touch the store's async connections. Raises ``StoreUnavailable`` when the store cannot be
+        reached."""
 
     async def publish(self, topic: str, payload_json: str, *, conn: Any = None) -> int:
         """Write an outbox row; return its id. ``conn`` as for :meth:`enqueue`."""

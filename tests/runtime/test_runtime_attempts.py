@@ -11,17 +11,20 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from corral.runtime import JobContext, Queue
 from corral.runtime.executor import CANCEL_ESCALATION
-from corral.runtime.stores.protocol import NewJob
-from runtime_helpers import Backend, make_runtime
+from corral.runtime.stores import open_store
+from corral.runtime.stores.protocol import NewJob, rescue_error
+from runtime_helpers import Backend, SqliteBackend, make_runtime
 
 
 @dataclass
@@ -278,3 +281,49 @@ def _lost_job() -> NewJob:
     return NewJob(
         queue="q", kind="any", args_json="{}", key=None, run_at=time.time(), max_attempts=5, lease_seconds=0.3
     )
+
+
+def _expire_lease(db: Backend, job_id: int) -> None:
+    """As a frozen or partitioned worker finds it: the lease of its running job has run out."""
+    if isinstance(db, SqliteBackend):
+        conn = sqlite3.connect(db.path, isolation_level=None)
+        try:
+            conn.execute("UPDATE corral_jobs SET lease_until = 0 WHERE id = ?", (job_id,))
+        finally:
+            conn.close()
+    else:
+        with psycopg.connect(db.url, autocommit=True) as pg_conn:
+            pg_conn.execute("UPDATE corral_jobs SET lease_until = now() WHERE id = %s", (job_id,))
+
+
+def test_an_outcome_the_store_refuses_is_logged_as_refused_not_as_failed(
+    db: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue = Queue("q", max_workers=1, timeout=5)
+
+    @queue.job("lost.lease", max_attempts=1)
+    async def lost_lease(ctx: JobContext) -> None:
+        rescuer = open_store(db.url, max_conns=2)  # another process's rescuer
+        await rescuer.open()
+        try:
+            _expire_lease(db, ctx.job_id)
+            assert await rescuer.rescue_expired() == 1
+        finally:
+            await rescuer.close()
+        raise ValueError("failed after its lease was lost")
+
+    runtime = make_runtime(db, [queue], rescue_interval=60)
+
+    async def main() -> None:
+        async with runtime:
+            job_id = await runtime.enqueue("lost.lease")
+            status = await runtime.wait(job_id, timeout=10)
+            assert (status.state, status.error) == ("failed", rescue_error(runtime.worker_id, 1))
+
+    with caplog.at_level(logging.WARNING, logger="corral.runtime"):
+        asyncio.run(main())
+    messages = [record.getMessage() for record in caplog.records]
+    assert not [m for m in messages if "failed for good" in m], messages
+    refused = [m for m in messages if "the store refused its outcome" in m]
+    assert len(refused) == 1 and refused[0].startswith("job 1 (lost.lease) attempt 1/1"), messages
+    assert "ValueError: failed after its lease was lost" in refused[0]

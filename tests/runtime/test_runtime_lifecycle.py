@@ -146,6 +146,54 @@ def test_crash_rescue_with_sigkilled_worker_processes(cli: Any, db: Backend, tmp
     assert rescued > 0  # some jobs really were interrupted mid-run and rescued
 
 
+def test_a_job_holding_its_workers_event_loop_keeps_its_lease_and_its_key(
+    cli: Any, db: Backend, tmp_path: Path
+) -> None:
+    # Two workers and a producer that only rescues (start(queues=[])), all with rescue_interval 0.2;
+    # each job blocks its worker's loop for 5 s, past its 2 s lease (timeout 1 + 1). Bound: no other
+    # process rescues it, the two jobs of key "k" never run at once, and the store records the
+    # worker's own outcome (its timeout), not "lease expired".
+    log = tmp_path / "blocked.txt"
+    env = {"CORRAL_TEST_LOG": str(log)}
+    workers = [cli.start_worker("blockingapp:runtime", **env) for _ in range(2)]
+    try:
+        cli.python(
+            "import asyncio\n"
+            "from blockingapp import runtime\n"
+            "async def main():\n"
+            "    await runtime.start(queues=[])\n"
+            "    for _ in range(2):\n"
+            "        await runtime.enqueue('block.loop', seconds=5, key='k')\n"
+            "    await asyncio.sleep(14)\n"
+            "    await runtime.stop()\n"
+            "asyncio.run(main())\n",
+            timeout=40,
+            **env,
+        )
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and db.state_counts().get("failed", 0) < 2:
+            time.sleep(0.1)
+    finally:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            try:
+                worker.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+    rows = db.rows("SELECT id, state, attempt, last_error FROM corral_jobs ORDER BY id")
+    assert [(row["state"], row["attempt"]) for row in rows] == [("failed", 1), ("failed", 1)], rows
+    for row in rows:
+        assert row["last_error"].startswith("TimeoutError: job ran 5."), row
+    runs: dict[int, list[float]] = {}
+    for line in log.read_text().splitlines():
+        _, job_id, at, _ = line.split()
+        runs.setdefault(int(job_id), []).append(float(at))
+    assert sorted(runs) == [1, 2] and all(len(span) == 2 for span in runs.values()), runs  # one run each
+    first, second = sorted(runs.values())
+    assert first[1] <= second[0], runs  # per_key=1: the second started after the first ended
+
+
 def test_relay_moves_a_burst_in_small_passes_exactly_once(db: Backend) -> None:
     seen: list[int] = []
 

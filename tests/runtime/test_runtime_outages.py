@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from corral.runtime import JobContext, Queue, Runtime, StoreUnavailable
+from corral.runtime import JobContext, JobStatus, Queue, Runtime, StoreUnavailable
 from corral.runtime.completer import Completer
 from corral.runtime.stats import RuntimeStats
 from corral.runtime.stores.postgres import PostgresStore
@@ -77,6 +77,43 @@ def test_a_stopped_postgresql_is_store_unavailable_within_the_timeout(pg_server:
     texts = [row["args"]["text"] for row in pg.rows("SELECT args FROM corral_jobs ORDER BY id")]
     assert texts == ["before", "after"]  # nothing was written while the server was down
     assert pg.scalar("SELECT COUNT(*) AS n FROM corral_events") == 0
+
+
+def test_waiting_on_a_job_during_a_postgresql_outage_is_store_unavailable_not_pending(
+    pg_server: Any, pg: PostgresBackend
+) -> None:
+    store = PostgresStore(pg.url, max_size=4, min_size=1, connect_timeout=TIMEOUT)
+    runtime = Runtime(queues=[_queue()], store=store, enqueue_timeout=TIMEOUT, max_conns=4)
+
+    async def main() -> None:
+        await runtime.start(queues=[])  # a producer: nobody runs the job, so it stays unfinished
+        try:
+            job_id = await runtime.enqueue("takes.text", text="waited")
+            # bound holds: with the store up, a wait that times out is "pending"
+            assert await runtime.wait(job_id, timeout=0.5) == JobStatus(job_id=job_id, state="pending", waited=True)
+            pg_server.pause()
+            try:
+                started = time.monotonic()
+                with pytest.raises(StoreUnavailable) as refused:
+                    await runtime.wait(job_id, timeout=15)
+                assert time.monotonic() - started < TIMEOUT + 2 * SLACK
+                assert isinstance(refused.value.__cause__, psycopg.Error), repr(refused.value.__cause__)
+                assert f"job {job_id}" in str(refused.value)
+            finally:
+                pg_server.resume()
+            deadline = time.monotonic() + 30
+            while True:  # the pool reconnects by itself; waiting is "pending" again
+                try:
+                    status = await runtime.wait(job_id, timeout=0.5)
+                    break
+                except StoreUnavailable:
+                    assert time.monotonic() < deadline
+                    await asyncio.sleep(0.2)
+            assert status == JobStatus(job_id=job_id, state="pending", waited=True)
+        finally:
+            await runtime.stop()
+
+    asyncio.run(main())
 
 
 def test_a_locked_sqlite_file_is_store_unavailable_within_the_timeout(tmp_path: Path) -> None:

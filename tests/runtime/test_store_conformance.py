@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 from corral.runtime import ConfigError
+from corral.runtime.infra import run_in_thread
 from corral.runtime.stores import SCHEMES
 from corral.runtime.stores.memory import MemoryStore
 from corral.runtime.stores.postgres import PostgresStore
 from corral.runtime.stores.protocol import (
     Completion,
+    HeldLease,
     NewJob,
     PeriodicSpec,
     QueueCounts,
@@ -168,8 +170,10 @@ def test_fail_retries_at_retry_at_or_fails_for_good(make_store: StoreFactory) ->
     async def scenario(store: Store) -> None:
         retried, final, soon = await store.enqueue([new_job(), new_job(), new_job()])
         claimed = {job.id: job for job in await store.claim("q", 3, "w")}
-        await store.fail(retried, claimed[retried].token, error="E: later", traceback="tb", retry_at=time.time() + 60)
-        await store.fail(final, claimed[final].token, error="E: never", traceback=None, retry_at=None)
+        assert await store.fail(
+            retried, claimed[retried].token, error="E: later", traceback="tb", retry_at=time.time() + 60
+        )
+        assert await store.fail(final, claimed[final].token, error="E: never", traceback=None, retry_at=None)
         await store.fail(soon, claimed[soon].token, error="E: now", traceback=None, retry_at=time.time() - 1)
         states = await store.job_states([retried, final, soon])
         assert {job_id: (s.state, s.error) for job_id, s in states.items()} == {
@@ -200,7 +204,7 @@ def test_stale_tokens_cannot_fail_snooze_release_or_complete(make_store: StoreFa
         await store.release(job_id, old.token)
         (new,) = await store.claim("q", 1, "w2")
         assert new.token != old.token
-        await store.fail(job_id, old.token, error="stale", traceback=None, retry_at=None)
+        assert not await store.fail(job_id, old.token, error="stale", traceback=None, retry_at=None)
         await store.snooze(job_id, old.token, seconds=60)
         await store.release(job_id, old.token)
         await store.complete([Completion(job_id, old.token, json.dumps("stale"))])
@@ -260,7 +264,7 @@ def test_rescue_makes_expired_leases_retryable_or_failed(make_store: StoreFactor
         }
         assert [f.id for f in await store.failed()] == [out_of_attempts]
         # the lost worker can no longer fail or put back its attempt; the rescued job runs again
-        await store.fail(retried, claimed[retried].token, error="late", traceback=None, retry_at=None)
+        assert not await store.fail(retried, claimed[retried].token, error="late", traceback=None, retry_at=None)
         await store.release(retried, claimed[retried].token)
         assert await state_of(store, retried) == "retrying"
         await asyncio.sleep(PAST_SHORT)  # a rescued job is due within one lease (rescue_spread)
@@ -344,6 +348,32 @@ def test_a_running_attempt_renews_its_lease_and_its_key_a_stale_one_neither(make
         await store.release_key_lease("q", "ep", holder=holder)  # the stale attempt cannot free the retry's slot
         assert not await store.acquire_key_lease("q", "ep", holder=attempt_holder(job_id, 99), limit=1, seconds=60)
         assert await store.renew(job_id, retry.token, seconds=60, key=("q", "ep"))
+
+    drive(make_store, scenario)
+
+
+def test_renew_blocking_from_another_thread_keeps_a_held_attempt_and_revives_no_stale_one(
+    make_store: StoreFactory,
+) -> None:
+    async def scenario(store: Store) -> None:
+        (job_id, other_id) = await store.enqueue([new_job(key="ep", lease_seconds=SHORT), new_job(lease_seconds=SHORT)])
+        first, other = await store.claim("q", 2, "w")
+        assert (first.id, other.id) == (job_id, other_id)
+        holder = attempt_holder(job_id, first.token)
+        assert await store.acquire_key_lease("q", "ep", holder=holder, limit=1, seconds=SHORT)
+        leases = [
+            HeldLease(job_id=job_id, token=first.token, seconds=60, key=("q", "ep")),
+            HeldLease(job_id=other_id, token=other.token, seconds=60, key=None),
+        ]
+        # from a thread of its own, as the loop watchdog calls it while job code holds the loop
+        await run_in_thread(store.renew_blocking, leases, name="test-renew-blocking")
+        await asyncio.sleep(PAST_SHORT)
+        assert await store.rescue_expired() == 0  # both job leases were extended
+        assert not await store.acquire_key_lease("q", "ep", holder=attempt_holder(job_id, 99), limit=1, seconds=60)
+        # a recorded attempt: renewing it revives no job lease (nor is the job running again)
+        await store.fail(other_id, other.token, error="boom", traceback=None, retry_at=time.time() + 60)
+        await run_in_thread(store.renew_blocking, leases[1:], name="test-renew-blocking")
+        assert (await store.job_states([other_id]))[other_id].state == "retrying"
 
     drive(make_store, scenario)
 

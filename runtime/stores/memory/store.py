@@ -31,6 +31,7 @@ from corral.runtime.stores.protocol import (
     ClaimedJob,
     Completion,
     FailedJob,
+    HeldLease,
     JobState,
     NewJob,
     PeriodicSpec,
@@ -267,11 +268,11 @@ class MemoryStore:
         traceback: str | None,
         retry_at: float | None,
         crashed: bool = False,
-    ) -> None:
+    ) -> bool:
         now = await self._begin()
         job = self._held(job_id, token)
         if job is None:
-            return
+            return False
         final = retry_at is None
         job.state = FAILED if final else RETRYING
         job.run_at = now if retry_at is None else retry_at
@@ -282,6 +283,7 @@ class MemoryStore:
         self._unlease(job)
         if not final:
             self._make_runnable(job)
+        return True
 
     async def _unclaim(self, job_id: int, token: int, seconds: float) -> None:
         now = await self._begin()
@@ -348,15 +350,27 @@ class MemoryStore:
 
     async def renew(self, job_id: int, token: int, *, seconds: float, key: tuple[str, str] | None) -> bool:
         now = await self._begin()
-        if key is not None:
-            holder = attempt_holder(job_id, token)
-            for slot, lease in self._key_leases.items():
-                if slot[:2] == key and lease.holder == holder:
-                    lease.busy_until = now + seconds
-        job = self._held(job_id, token)
+        return self._renew(now, HeldLease(job_id=job_id, token=token, seconds=seconds, key=key))
+
+    def renew_blocking(self, leases: Sequence[HeldLease]) -> None:
+        # Plain assignments from the watchdog's thread while job code holds the loop (so no other
+        # call of this store is under way): this store is for tests, in one process.
+        if not self._opened:
+            raise StoreUnavailable(f"store {self!r} is not open")
+        now = self._clock()
+        for lease in leases:
+            self._renew(now, lease)
+
+    def _renew(self, now: float, lease: HeldLease) -> bool:
+        if lease.key is not None:
+            holder = attempt_holder(lease.job_id, lease.token)
+            for slot, key_lease in self._key_leases.items():
+                if slot[:2] == lease.key and key_lease.holder == holder:
+                    key_lease.busy_until = now + lease.seconds
+        job = self._held(lease.job_id, lease.token)
         if job is None:
             return False
-        job.lease_until = now + seconds
+        job.lease_until = now + lease.seconds
         return True
 
     # -- events ---------------------------------------------------------------------------------

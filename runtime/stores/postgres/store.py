@@ -32,6 +32,7 @@ from corral.runtime.stores.protocol import (
     ClaimedJob,
     Completion,
     FailedJob,
+    HeldLease,
     JobState,
     NewJob,
     PeriodicSpec,
@@ -428,7 +429,7 @@ class PostgresStore:
         traceback: str | None,
         retry_at: float | None,
         crashed: bool = False,
-    ) -> None:
+    ) -> bool:
         self._leased_by_claim.discard(attempt_holder(job_id, token))
         final = retry_at is None
         delay = 0.0 if retry_at is None else retry_at - self._clock()
@@ -444,10 +445,12 @@ class PostgresStore:
                     int(crashed),
                     job_id,
                     token,
-                    self.channel,
                     final,
+                    self.channel,
                 ),
             )
+            row = await cur.fetchone()
+        return row is not None and int(row[0]) == 1
 
     async def _unclaim(self, job_id: int, token: int, seconds: float) -> None:
         self._leased_by_claim.discard(attempt_holder(job_id, token))
@@ -501,6 +504,20 @@ class PostgresStore:
             if key is not None:
                 await cur.execute(self._sql["lease_renew"], (seconds, key[0], key[1], attempt_holder(job_id, token)))
         return renewed
+
+    def renew_blocking(self, leases: Sequence[HeldLease]) -> None:
+        # One short-lived sync connection outside the pool (the pool's connections belong to the
+        # held event loop), opened only while the loop is held, as the LISTEN connection is opened.
+        conninfo, kwargs = self._listen_params()
+        try:
+            with psycopg.connect(conninfo, **kwargs) as conn, conn.transaction(), conn.cursor() as cur:
+                for lease in leases:
+                    cur.execute(self._sql["renew"], (lease.seconds, lease.job_id, lease.token))
+                    if lease.key is not None:
+                        holder = attempt_holder(lease.job_id, lease.token)
+                        cur.execute(self._sql["lease_renew"], (lease.seconds, lease.key[0], lease.key[1], holder))
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"the PostgreSQL store {self} is unavailable: {exc}") from exc
 
     # -- events ---------------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from corral.runtime.stores.protocol import (
     ClaimedJob,
     Completion,
     FailedJob,
+    HeldLease,
     JobState,
     NewJob,
     PeriodicSpec,
@@ -329,14 +330,14 @@ class SqliteStore:
         traceback: str | None,
         retry_at: float | None,
         crashed: bool = False,
-    ) -> None:
+    ) -> bool:
         self._leased_by_claim.discard(attempt_holder(job_id, token))
 
-        def fail(conn: sqlite3.Connection) -> None:
+        def fail(conn: sqlite3.Connection) -> bool:
             now = self._clock()
             final = retry_at is None
             with self._write(conn):
-                conn.execute(
+                cur = conn.execute(
                     _SQL["fail"],
                     (
                         FAILED if final else RETRYING,
@@ -349,8 +350,9 @@ class SqliteStore:
                         token,
                     ),
                 )
+            return cur.rowcount == 1
 
-        await self._run(fail)
+        return await self._run(fail)
 
     def _unclaim(self, job_id: int, token: int, seconds: float) -> Callable[[sqlite3.Connection], None]:
         self._leased_by_claim.discard(attempt_holder(job_id, token))
@@ -416,6 +418,26 @@ class SqliteStore:
             return renewed
 
         return await self._run(renew)
+
+    def renew_blocking(self, leases: Sequence[HeldLease]) -> None:
+        # A connection of its own: the store's connection belongs to the store thread.
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open sqlite store {self.path!r}: {exc}") from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
+            with self._write(conn):
+                now = self._clock()
+                for lease in leases:
+                    conn.execute(_SQL["renew"], (now + lease.seconds, lease.job_id, lease.token))
+                    if lease.key is not None:
+                        holder = attempt_holder(lease.job_id, lease.token)
+                        conn.execute(_SQL["lease_renew"], (now + lease.seconds, lease.key[0], lease.key[1], holder))
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"sqlite store {self.path!r} is unavailable: {exc}") from exc
+        finally:
+            conn.close()
 
     # -- events ---------------------------------------------------------------------------------
 
