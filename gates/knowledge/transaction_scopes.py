@@ -513,10 +513,7 @@ def wrapper_words(root: Path) -> frozenset[str]:
                 continue
             shape = shaped.get(relpath)
             if shape is None:
-                returned = _returned_names(data)
-                shape = shaped[relpath] = bool(_CONTEXT_MANAGER_SHAPE.search(data)) or bool(
-                    returned and not returned.isdisjoint(_DEFINED_NAME.findall(data))
-                )
+                shape = shaped[relpath] = _shaped_like_wrappers(data)
             openers = frozenset(asked if known else [*OPENERS, *asked])
             if shape or _returns_opener(data, openers):
                 parsed.add(relpath)
@@ -534,9 +531,12 @@ def wrapper_words(root: Path) -> frozenset[str]:
     return frozenset(words)
 
 
-def own_wrapper_words(module: ModuleInfo, words: frozenset[str]) -> set[str]:
-    """The names of the definitions of the checked module that may be wrappers, given the project's:
-    the pre-pass read the module's file on disk, which a checked text need not match."""
+def own_wrapper_words(module: ModuleInfo, words: frozenset[str], data: bytes) -> set[str]:
+    """The names of the definitions of the checked module (whose text is `data`) that may be wrappers,
+    given the project's: the pre-pass read the module's file on disk, which a checked text need not match.
+    A text not shaped like a wrapper's module (as the pre-pass decides it) defines none: no walk."""
+    if not _shaped_like_wrappers(data) and not _returns_opener(data, frozenset([*OPENERS, *words])):
+        return set()
     found: set[str] = set()
     definitions = list(_definitions(module.tree))
     while True:
@@ -552,6 +552,15 @@ def wrapper_pattern(words: frozenset[str]) -> re.Pattern[bytes]:
     """Any of `words` as a whole word, in a file's bytes."""
     alternatives = b"|".join(re.escape(word.encode()) for word in sorted(words, key=len, reverse=True))
     return re.compile(rb"\b(?:%s)\b" % alternatives)
+
+
+def _shaped_like_wrappers(data: bytes) -> bool:
+    """Whether a module's bytes may define a context manager (a `@contextmanager` function, a class with
+    `__enter__`) or a decorator returning a function it defines."""
+    if _CONTEXT_MANAGER_SHAPE.search(data):
+        return True
+    returned = _returned_names(data)
+    return bool(returned) and not returned.isdisjoint(_DEFINED_NAME.findall(data))
 
 
 def _returned_names(data: bytes) -> set[bytes]:

@@ -187,7 +187,8 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         # The project's transaction wrappers (and the names this file binds to one) open one too.
         values = StaticValues.of(context)
         project_wrappers = values.project.summary(WRAPPER_WORDS)
-        wrappers = {*project_wrappers, *own_wrapper_words(values.module, project_wrappers)}
+        own = own_wrapper_words(values.module, project_wrappers, context.text.encode("utf-8", "surrogatepass"))
+        wrappers = {*project_wrappers, *own}
         words = {*OPENERS, *wrappers}
         words.update(
             alias
