@@ -5,7 +5,9 @@ CRL2: not without a timeout inside a job). Two kinds of knowledge live here:
 
 - `CALLS`: functions whose call is itself the network use (`requests.post`, `urllib.request.urlopen`,
   `socket.create_connection`) and constructors that connect or stand for a connection (`smtplib.SMTP`,
-  `http.client.HTTPConnection`), and Django's mail functions (`send_mail`, `mail_admins`, ...);
+  `http.client.HTTPConnection`), and Django's mail functions (`send_mail`, `mail_admins`, ...); also called
+  through a name bound once to a `functools.partial` of one (`get = partial(requests.get, timeout=5)`,
+  where the call's own timeout wins over the partial's);
 - `CLIENTS`: constructors of client objects whose methods talk to the network (`requests.Session`,
   `httpx.AsyncClient`, `aiohttp.ClientSession`, `urllib3.PoolManager`, ...), Django's `EmailMessage` and
   `EmailMultiAlternatives` (their `send()`) and mail connections (`get_connection().send_messages(...)`).
@@ -69,6 +71,7 @@ class NetworkCall(NamedTuple):
 
 
 _VERBS = ("get", "post", "put", "patch", "delete", "head", "options", "request")
+PARTIALS = frozenset({"functools.partial"})
 DJANGO_MAIL = "django.core.mail"
 # The library of the APIs a project names in `extend-network`: no default timeout is known for them.
 CONFIGURED = "extend-network"
@@ -343,11 +346,36 @@ class NetworkCalls:
             return NetworkCall(api.library, name, call, _timeout(call, api.timeout_position))
         if name in self.configured:
             return NetworkCall(CONFIGURED, name, call, _timeout(call, None))
+        if isinstance(func, ast.Name):
+            through = self._partial_of_api(func.id, scope, call)
+            if through is not None:
+                return through
         if isinstance(func, ast.Attribute):
             for kind in self.client_kinds(func.value, scope):
                 if kind.every_method or func.attr in kind.methods:
                     return NetworkCall(kind.library, f"{kind.name}.{func.attr}", call, _timeout(call, None))
         return None
+
+    def _partial_of_api(self, name: str, scope: Scope, call: ast.Call) -> NetworkCall | None:
+        """`get = functools.partial(requests.get, timeout=5)` then `get(url)`: the API's call, its timeout
+        the call's own (which wins), else the one the partial gives. Only for a name bound once, to that."""
+        binder = scope.binder(name)
+        if binder is None or len(binder.sites_of(name)) != 1:
+            return None
+        bound = self.calls_bound.get(binder, {}).get(name, [])
+        partial = bound[0] if len(bound) == 1 else None
+        if partial is None or not partial.args or self.names.resolve(partial.func, binder) not in PARTIALS:
+            return None
+        wrapped = self.names.resolve(partial.args[0], binder)
+        api = CALLS.get(wrapped) if wrapped is not None else None
+        if wrapped is None or api is None:
+            return None
+        given = len(partial.args) - 1
+        position = api.timeout_position
+        timeout = _timeout(call, None if position is None or position < given else position - given)
+        if timeout is None:
+            timeout = _timeout(partial, None if position is None else position + 1)
+        return NetworkCall(api.library, wrapped, call, timeout)
 
     def client_kinds(self, node: ast.expr, scope: Scope) -> list[ClientKind]:
         """The kinds of client `node` may be: a name bound to one, an attribute of `self` the class binds
