@@ -458,7 +458,8 @@ class JobExecutor:
             job.attempt,
             job.max_attempts,
             " for good" if final else ", will retry",
-            error,
+            # As the store keeps it: a NUL or a lone surrogate in a log line breaks the log's readers.
+            storable_text(error, limit=MAX_ERROR_CHARS),
         )
 
     async def _settle_failure(
