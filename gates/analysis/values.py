@@ -67,6 +67,20 @@ class Located(NamedTuple):
 Number = float | None
 
 
+def assigned_in_body(cls: ast.ClassDef, name: str) -> ast.expr | None:
+    """The value the first assignment (or annotated assignment) of `name` in the class body gives it."""
+    for statement in cls.body:
+        if isinstance(statement, ast.Assign):
+            targets, value = statement.targets, statement.value
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            targets, value = [statement.target], statement.value
+        else:
+            continue
+        if any(isinstance(target, ast.Name) and target.id == name for target in targets):
+            return value
+    return None
+
+
 class StaticValues:
     """Evaluates the expressions of one module; `project` locates the others and records dependencies."""
 
@@ -325,15 +339,9 @@ class StaticValues:
         cls, values = owner.node, owner.values
         if not isinstance(cls, ast.ClassDef) or depth > MAX_DEPTH:
             return values.unresolved(cls, "too many base classes (a cycle?)")
-        for statement in cls.body:
-            if isinstance(statement, ast.Assign):
-                targets, value = statement.targets, statement.value
-            elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
-                targets, value = [statement.target], statement.value
-            else:
-                continue
-            if any(isinstance(target, ast.Name) and target.id == name for target in targets):
-                return Located(value, values)
+        own = assigned_in_body(cls, name)
+        if own is not None:
+            return Located(own, values)
         for base in cls.bases:
             dotted = values.dotted(base)
             if dotted in unset or dotted == "builtins.object":

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from corral.gates.analysis.names import Scope
-from corral.gates.analysis.values import Located, StaticValues, Unresolved
+from corral.gates.analysis.values import Located, StaticValues, Unresolved, assigned_in_body
 from corral.gates.frameworks.base import (
     DECORATOR,
     UNRESOLVED,
@@ -235,15 +235,9 @@ class Celery(Framework):
         assert isinstance(cls, ast.ClassDef)
         if depth > _CLASSES_AT_MOST:
             return values.unresolved(cls, "too many base classes (a cycle?)")
-        for statement in cls.body:
-            if isinstance(statement, ast.Assign):
-                targets, value = statement.targets, statement.value
-            elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
-                targets, value = [statement.target], statement.value
-            else:
-                continue
-            if any(isinstance(target, ast.Name) and target.id == attribute for target in targets):
-                return Located(value, values)
+        own = assigned_in_body(cls, attribute)
+        if own is not None:
+            return Located(own, values)
         for base in cls.bases:
             dotted = values.dotted(base)
             if dotted in TASK_CLASSES or dotted == "builtins.object":
