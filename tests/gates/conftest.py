@@ -20,6 +20,14 @@ def run_corral(*args: str, cwd: Path, check: bool = False) -> subprocess.Complet
     return completed
 
 
+def run_flake8_crl(*paths: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real flake8 of this environment, corral's codes only, with no configuration but the project's."""
+    flake8 = Path(sys.executable).parent / "flake8"
+    return subprocess.run(
+        [str(flake8), "--isolated", "--select", "CRL", *paths], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Callable[[dict[str, str]], Path]:
     """Write a small project (relative path -> source) and return its root."""

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_corral
+from conftest import run_corral, run_flake8_crl
 from expectations import FIXTURES
 
 HELPERS = FIXTURES / "crl2_projects" / "helpers"
@@ -83,14 +81,7 @@ def test_a_cached_job_file_follows_the_helpers_it_reached(helpers: Path) -> None
 
 
 def test_flake8_reports_the_same_chains(helpers: Path) -> None:
-    flake8 = Path(sys.executable).parent / "flake8"
-    completed = subprocess.run(
-        [str(flake8), "--isolated", "--select", "CRL", "app/jobs.py", "app/tasks.py"],
-        cwd=helpers,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    completed = run_flake8_crl("app/jobs.py", "app/tasks.py", cwd=helpers)
     assert completed.returncode == 1, completed.stderr
     assert completed.stdout.splitlines() == findings(helpers, "--no-cache")
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import run_corral
+from conftest import run_corral, run_flake8_crl
 from corral.gates.analysis import modules
 from corral.gates.analysis.project import may_bind_function, may_bind_value
 from corral.gates.engine import cache
@@ -58,14 +56,7 @@ def test_a_cached_result_follows_the_helpers_it_reached(shop: Path) -> None:
 
 
 def test_flake8_reports_the_same_chains(shop: Path) -> None:
-    flake8 = Path(sys.executable).parent / "flake8"
-    completed = subprocess.run(
-        [str(flake8), "--isolated", "--select", "CRL", "shop/views.py"],
-        cwd=shop,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    completed = run_flake8_crl("shop/views.py", cwd=shop)
     assert completed.returncode == 1, completed.stderr
     assert completed.stdout.splitlines() == findings(shop, "--no-cache")
 
@@ -155,14 +146,7 @@ def test_methods_of_project_classes_are_followed_across_modules(tmp_path: Path) 
 def test_flake8_follows_project_classes_as_the_command_does(tmp_path: Path) -> None:
     root = tmp_path / "clients"
     shutil.copytree(CLIENTS, root)
-    flake8 = Path(sys.executable).parent / "flake8"
-    completed = subprocess.run(
-        [str(flake8), "--isolated", "--select", "CRL", "app/views.py"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    completed = run_flake8_crl("app/views.py", cwd=root)
     assert completed.returncode == 1, completed.stderr
     assert completed.stdout.splitlines() == findings(root, "--no-cache")
 
@@ -307,14 +291,7 @@ def test_a_file_the_prefilter_ruled_out_is_rechecked_when_a_wrapper_appears(proj
 
 
 def test_flake8_sees_the_project_wrappers(wrappers: Path) -> None:
-    flake8 = Path(sys.executable).parent / "flake8"
-    completed = subprocess.run(
-        [str(flake8), "--isolated", "--select", "CRL", "app/views.py", "app/commit.py"],
-        cwd=wrappers,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    completed = run_flake8_crl("app/views.py", "app/commit.py", cwd=wrappers)
     assert completed.returncode == 1, completed.stderr
     assert sorted(completed.stdout.splitlines()) == findings(wrappers, "--no-cache")
 
@@ -416,14 +393,7 @@ def test_the_cache_spells_the_summary_prefix_as_the_analysis_does() -> None:
 
 
 def test_flake8_follows_the_signals_too(signals: Path) -> None:
-    flake8 = Path(sys.executable).parent / "flake8"
-    completed = subprocess.run(
-        [str(flake8), "--isolated", "--select", "CRL", "app/views.py"],
-        cwd=signals,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    completed = run_flake8_crl("app/views.py", cwd=signals)
     assert completed.returncode == 1, completed.stderr
     assert completed.stdout.splitlines() == findings(signals, "--no-cache")
 
