@@ -1,4 +1,5 @@
-"""Project root discovery and the `[tool.corral]` configuration: its keys, defaults and validation.
+"""Project root discovery (the nearest `corral.toml` or `pyproject.toml` with `[tool.corral]`) and the
+configuration: its keys, defaults and validation.
 
 Every key is declared once in `KEYS`; an unknown key or a value of the wrong type is a `ConfigError`
 naming the key and the file, because a misspelt key that silently did nothing would let code through.
@@ -119,11 +120,15 @@ class Config(NamedTuple):
     select: tuple[str, ...] = ()
     baseline: str | None = None
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    # Settings named by `--config FILE`: every file under the root is this project's, folders with a
+    # configuration of their own included (as ruff's `--config`); discovered settings stop at such a folder.
+    whole_tree: bool = False
 
     def fingerprint(self) -> str:
         """What the cached results depend on besides a file's content."""
         settings = {name: getattr(self, key.attribute) for name, key in KEYS.items()}
         settings["root"] = str(self.root)
+        settings["whole_tree"] = self.whole_tree
         import hashlib
         import json
 
@@ -167,15 +172,45 @@ def glob_to_regex(glob: str) -> str:
     return "".join(parts)
 
 
-def find_project_config(start: Path) -> Path | None:
-    """The nearest `pyproject.toml` with a `[tool.corral]` table at or above `start`."""
+# The files that hold corral's settings, in the order they win when one folder has both (as ruff prefers
+# `ruff.toml` over `pyproject.toml`): a `corral.toml` always counts, a `pyproject.toml` only with a
+# `[tool.corral]` table.
+CONFIG_FILES = ("corral.toml", "pyproject.toml")
+
+
+def find_project_config(start: Path, known: dict[Path, Path | None] | None = None) -> Path | None:
+    """The nearest `corral.toml`, or `pyproject.toml` with a `[tool.corral]` table, at or above `start`: the
+    configuration that judges a file there, whose folder is its project root. `known` memoises the answer
+    per folder over one run (a monorepo's files share few folders)."""
     directory = start if _is(start, Path.is_dir) else start.parent
+    looked_at: list[Path] = []
+    found: Path | None = None
     for candidate_dir in (directory, *directory.parents):
-        candidate = candidate_dir / "pyproject.toml"
-        if _is(candidate, Path.is_file):
-            table = _read_toml(candidate).get("tool", {}).get("corral")
-            if table is not None:
-                return candidate
+        if known is not None and candidate_dir in known:
+            found = known[candidate_dir]
+            break
+        looked_at.append(candidate_dir)
+        found = _config_in(candidate_dir)
+        if found is not None:
+            break
+    if known is not None:
+        known.update(dict.fromkeys(looked_at, found))
+    return found
+
+
+def _config_in(directory: Path) -> Path | None:
+    """The configuration file of `directory` itself, if it has one. An unreadable or invalid `pyproject.toml`
+    counts as one: reading it reports the error rather than judging its files by a configuration further up."""
+    dedicated, pyproject = (directory / name for name in CONFIG_FILES)
+    if _is(dedicated, Path.is_file):
+        return dedicated
+    if _is(pyproject, Path.is_file):
+        try:
+            table = _read_toml(pyproject).get("tool", {}).get("corral")
+        except ConfigError:
+            return pyproject
+        if table is not None:
+            return pyproject
     return None
 
 
@@ -205,33 +240,45 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def load_config(paths: Sequence[str], config_file: str | None = None) -> Config:
-    """Find the root and settings for checking `paths` (or read them from `config_file`)."""
+    """Find the root and settings for checking `paths` (or read them from `config_file`): those of the first
+    path; `engine.projects` gives every path its own."""
     if config_file is not None:
-        source = Path(config_file).resolve()
-        if not source.is_file():
-            raise ConfigError(f"{config_file}: no such config file")
-        document = _read_toml(source)
-        # A pyproject.toml keeps the settings under [tool.corral]; a dedicated file (corral.toml) at its top.
-        if source.name == "pyproject.toml":
-            table = document.get("tool", {}).get("corral", {})
-        else:
-            table = document.get("tool", {}).get("corral", document)
-        return config_from_table(table, root=source.parent, source=source)
+        return read_config_file(Path(config_file).resolve(), shown=config_file)._replace(whole_tree=True)
     given = paths[0] if paths else "."
+    first = resolved(given)
+    source = find_project_config(first)
+    return read_config_file(source) if source is not None else default_config(first)
+
+
+def resolved(given: str) -> Path:
+    """`given` made absolute with its links followed; a link loop is judged where it stands."""
     try:
-        first = Path(given).resolve()
-    except (OSError, RuntimeError):  # a link loop: judge it where it stands
-        first = Path(os.path.abspath(given))
-    source_or_none = find_project_config(first)
-    if source_or_none is None:
-        # No settings: paths are judged by their place below the folder the command runs in (pre-commit and
-        # editors name single files, and `app/infra/x.py` named alone is still infra), else below the path.
-        here = Path.cwd().resolve()
-        if first == here or here in first.parents:
-            return Config(root=here)
-        return Config(root=first if _is(first, Path.is_dir) else first.parent)
-    table = _read_toml(source_or_none)["tool"]["corral"]
-    return config_from_table(table, root=source_or_none.parent, source=source_or_none)
+        return Path(given).resolve()
+    except (OSError, RuntimeError):
+        return Path(os.path.abspath(given))
+
+
+def default_config(path: Path) -> Config:
+    """The settings of a path no configuration file covers: the defaults, rooted where its files are judged by
+    their place below the folder the command runs in (pre-commit and editors name single files, and
+    `app/infra/x.py` named alone is still infra), else below the path."""
+    here = Path.cwd().resolve()
+    if path == here or here in path.parents:
+        return Config(root=here)
+    return Config(root=path if _is(path, Path.is_dir) else path.parent)
+
+
+def read_config_file(source: Path, shown: str | None = None) -> Config:
+    """The settings in `source` (a `pyproject.toml`'s `[tool.corral]`, a `corral.toml`'s top level), rooted at
+    its folder."""
+    if not _is(source, Path.is_file):
+        raise ConfigError(f"{shown or source}: no such config file")
+    document = _read_toml(source)
+    if source.name == "pyproject.toml":
+        table = document.get("tool", {}).get("corral", {})
+    else:
+        table = document.get("tool", {}).get("corral", document)
+    return config_from_table(table, root=source.parent, source=source)
 
 
 def config_from_table(table: Any, *, root: Path, source: Path | None) -> Config:

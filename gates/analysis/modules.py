@@ -138,13 +138,13 @@ class _Parsed(NamedTuple):
     module: ModuleInfo | None
 
 
-# Parsed modules by absolute path, validated by stamp on every use; project scans by (root, needle); the
+# Parsed modules by absolute path, validated by stamp on every use; project scans by (root, needle, whole tree); the
 # memos of `run_memo` by name.
 _PARSED: dict[str, _Parsed] = {}
-_SCANS: dict[tuple[str, bytes], tuple[str, ...]] = {}
+_SCANS: dict[tuple[str, bytes, bool], tuple[str, ...]] = {}
 _RUN_MEMOS: dict[str, dict[Any, Any]] = {}
-# Project summaries by (root, name): the words and their digest.
-_SUMMARIES: dict[tuple[str, str], tuple[frozenset[str], str]] = {}
+# Project summaries by (root, name, whole tree): the words and their digest.
+_SUMMARIES: dict[tuple[str, str, bool], tuple[frozenset[str], str]] = {}
 
 
 def forget() -> None:
@@ -194,20 +194,40 @@ def _read(path: str, relpath: str) -> _Parsed | None:
     return parsed
 
 
-def scan_signature(root: Path, needle: bytes) -> tuple[tuple[str, ...], str]:
-    """The project files (relative paths) whose bytes contain `needle`, and a digest of that list."""
-    key = (str(root), needle)
-    found = _SCANS.get(key)
-    if found is None:
+def project_files(root: Path, whole_tree: bool = False) -> tuple[str, ...]:
+    """The Python files of the project at `root` (absolute paths), listed once per run: those under it but not
+    in a folder below it with a configuration of its own, which is a project of its own (a monorepo's
+    service), so that one project's pre-pass never reads another's code. `whole_tree` (`--config FILE`):
+    every file under it."""
+    memo: dict[tuple[str, bool], tuple[str, ...]] = run_memo("project files")
+    files = memo.get((str(root), whole_tree))
+    if files is None:
+        from corral.gates.config import find_project_config
         from corral.gates.source.discovery import discover
 
-        matches = []
         try:
-            files = discover([str(root)])
+            found = discover([str(root)])
         except FileNotFoundError:
-            files = []
+            found = []
+        known: dict[Path, Path | None] = {}
+        files = memo[(str(root), whole_tree)] = tuple(
+            path
+            for path in found
+            if whole_tree
+            or (config := find_project_config(Path(path).parent, known)) is None
+            or root not in config.parent.parents
+        )
+    return files
+
+
+def scan_signature(root: Path, needle: bytes, whole_tree: bool = False) -> tuple[tuple[str, ...], str]:
+    """The project files (relative paths) whose bytes contain `needle`, and a digest of that list."""
+    key = (str(root), needle, whole_tree)
+    found = _SCANS.get(key)
+    if found is None:
+        matches = []
         prefix = str(root).rstrip(os.sep) + os.sep
-        for path in files:
+        for path in project_files(root, whole_tree):
             try:
                 if needle in read_source(path, DEFAULT_MAX_FILE_SIZE):
                     matches.append(path[len(prefix) :].replace(os.sep, "/") if path.startswith(prefix) else path)
@@ -219,38 +239,38 @@ def scan_signature(root: Path, needle: bytes) -> tuple[tuple[str, ...], str]:
     return found, hashlib.blake2b("\0".join(found).encode(), digest_size=16).hexdigest()
 
 
-def project_summary(root: Path, name: str) -> tuple[frozenset[str], str]:
+def project_summary(root: Path, name: str, whole_tree: bool = False) -> tuple[frozenset[str], str]:
     """The summary `name` (`<module>:<function>`) of the project under `root`, and its digest; computed
     once per run. The module is named in the key, not imported here, so that a cache entry that depends
     on a summary can be checked by a run that has not loaded the module computing it."""
-    key = (str(root), name)
+    key = (str(root), name, whole_tree)
     known = _SUMMARIES.get(key)
     if known is None:
         import importlib
 
         owner, _, function = name.partition(":")
-        words = frozenset(getattr(importlib.import_module(owner), function)(root))
+        words = frozenset(getattr(importlib.import_module(owner), function)(root, project_files(root, whole_tree)))
         known = _SUMMARIES[key] = (words, content_digest("\0".join(sorted(words)).encode()))
     return known
 
 
-def dependency_holds(root: Path, relpath: str, recorded: Dependency) -> bool:
+def dependency_holds(root: Path, relpath: str, recorded: Dependency, whole_tree: bool = False) -> bool:
     """Whether a recorded dependency still holds: same stamp, else same content (or still missing). Asked
     once per run for each (file, record): many cached results depend on the same few modules."""
-    memo: dict[tuple[str, str, Dependency], bool] = run_memo("dependency holds")
-    key = (str(root), relpath, recorded)
+    memo: dict[tuple[str, str, Dependency, bool], bool] = run_memo("dependency holds")
+    key = (str(root), relpath, recorded, whole_tree)
     answer = memo.get(key)
     if answer is None:
-        answer = memo[key] = _holds(root, relpath, recorded)
+        answer = memo[key] = _holds(root, relpath, recorded, whole_tree)
     return answer
 
 
-def _holds(root: Path, relpath: str, recorded: Dependency) -> bool:
+def _holds(root: Path, relpath: str, recorded: Dependency, whole_tree: bool) -> bool:
     if relpath.startswith(SCAN_PREFIX):
-        return scan_signature(root, relpath[len(SCAN_PREFIX) :].encode("latin-1"))[1] == recorded[2]
+        return scan_signature(root, relpath[len(SCAN_PREFIX) :].encode("latin-1"), whole_tree)[1] == recorded[2]
     if relpath.startswith(SUMMARY_PREFIX):
         try:
-            return project_summary(root, relpath[len(SUMMARY_PREFIX) :])[1] == recorded[2]
+            return project_summary(root, relpath[len(SUMMARY_PREFIX) :], whole_tree)[1] == recorded[2]
         except (ImportError, AttributeError):
             return False  # a summary this version of the gate no longer computes
     path = os.path.join(root, relpath)
@@ -275,8 +295,12 @@ def _candidates(dotted: str) -> list[str]:
 class ProjectModules:
     """Project modules as seen from one checked file, recording every file that answer depends on."""
 
-    def __init__(self, root: Path, own_relpath: str, dependencies: dict[str, Dependency]) -> None:
+    def __init__(
+        self, root: Path, own_relpath: str, dependencies: dict[str, Dependency], whole_tree: bool = False
+    ) -> None:
         self.root = root
+        # `Config.whole_tree`: folders with a configuration of their own are part of the project.
+        self.whole_tree = whole_tree
         self.own_relpath = own_relpath
         self.dependencies = dependencies
         self._recordings: list[dict[str, Dependency]] = []
@@ -339,13 +363,13 @@ class ProjectModules:
 
     def files_containing(self, needle: bytes) -> tuple[str, ...]:
         """Project files whose bytes contain `needle`; the answer (the list itself) is a dependency."""
-        found, digest = scan_signature(self.root, needle)
+        found, digest = scan_signature(self.root, needle, self.whole_tree)
         self._record(SCAN_PREFIX + needle.decode("latin-1"), (0, 0, digest))
         return found
 
     def summary(self, name: str) -> frozenset[str]:
         """The project summary `name` (see `project_summary`); its digest is a dependency."""
-        words, digest = project_summary(self.root, name)
+        words, digest = project_summary(self.root, name, self.whole_tree)
         self._record(SUMMARY_PREFIX + name, (0, 0, digest))
         return words
 

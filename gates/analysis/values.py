@@ -94,7 +94,8 @@ class StaticValues:
         """The evaluator of a checked file (one per file, shared by its rules)."""
         known = _BY_CONTEXT.get(context)
         if known is None:
-            project = ProjectModules(context.config.root, context.relpath, context.dependencies)
+            config = context.config
+            project = ProjectModules(config.root, context.relpath, context.dependencies, config.whole_tree)
             known = cls(ModuleInfo(context.relpath, context.tree, context.names), project)
             _BY_CONTEXT[context] = known
         return known

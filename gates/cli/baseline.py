@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from corral.gates.config import Config
+from corral.gates.engine.projects import Project
 from corral.gates.engine.run import CheckResult
 from corral.gates.findings import Finding
 
@@ -152,13 +153,33 @@ def apply_baseline(result: CheckResult, entries: dict[Entry, str], config: Confi
     return Applied(sorted(new), fixed, len(matched))
 
 
+def project_baselines(projects: Sequence[Project], flag: str | None) -> dict[Path, tuple[Path, dict[Entry, str]]]:
+    """Each project's baseline file (`--baseline FILE`, else its `baseline` key) and entries, by root. A
+    baseline keys its entries by paths relative to one project's root: `--baseline` names one project's."""
+    if flag is not None and len(projects) > 1:
+        roots = ", ".join(str(project.root) for project in projects)
+        raise BaselineError(
+            f"{flag}: the paths checked belong to {len(projects)} projects ({roots}); a baseline holds one"
+            " project's findings: set the baseline key in each project's configuration instead"
+        )
+    baselines = {}
+    for project in projects:
+        if not isinstance(project.settings, Config):
+            continue  # reported as the project's CRL000; its baseline is never used
+        configured = project.settings.baseline
+        baseline_file = Path(flag) if flag else project.root / configured if configured else None
+        if baseline_file is not None:
+            baselines[project.root] = (baseline_file, read_baseline(baseline_file))
+    return baselines
+
+
 def report_against(
-    baseline_file: Path, entries: dict[Entry, str], result: CheckResult, config: Config, paths: Sequence[str]
+    baseline_file: Path, entries: dict[Entry, str], result: CheckResult, config: Config, covers_root: bool
 ) -> tuple[CheckResult, list[str], bool]:
     """The run with only its findings the baseline does not hold; the notes to print after its output (how
     many it held back, each entry that no longer occurs); and whether an entry no longer occurs (which fails
-    the run until the baseline is rewritten)."""
-    applied = apply_baseline(result, entries, config, covers_root(paths, config))
+    the run until the baseline is rewritten). `covers_root`: the paths checked hold the project's root."""
+    applied = apply_baseline(result, entries, config, covers_root)
     notes = [
         f"corral: {baseline_file}: fixed: {entry.path} {entry.code} {text!r}:"
         " remove from the baseline by re-running corral baseline"
@@ -170,35 +191,44 @@ def report_against(
     return result._replace(findings=applied.new), notes, bool(applied.fixed)
 
 
-def covers_root(paths: Sequence[str], config: Config) -> bool:
-    """Whether the paths checked include the project root (so every file and whole-project check ran)."""
-    for given in paths:
-        path = Path(given).resolve()
-        if path == config.root or path in config.root.parents:
-            return True
-    return False
-
-
 def baseline_command(paths: list[str], config_file: str | None, output: str | None) -> int:
-    """`corral baseline [PATH...]`: write every current finding under PATH into the baseline. Entries the
-    run could not have reported (files the paths do not cover, codes `select` leaves out) are kept."""
+    """`corral baseline [PATH...]`: write every current finding under PATH into the baseline of its project.
+    Entries the run could not have reported (files the paths do not cover, codes `select` leaves out) are
+    kept."""
     import sys
 
-    from corral.gates.config import load_config
-    from corral.gates.engine.run import check_paths
+    from corral.gates.engine.projects import check_projects, find_projects
 
-    config = load_config(paths, config_file)
-    target = Path(output) if output else (config.root / config.baseline if config.baseline else Path(DEFAULT_BASELINE))
-    result = check_paths(paths, config)
-    whole = covers_root(paths, config)
-    entries: dict[Entry, str] = {}
-    if target.exists():  # what this run could not have reported (other paths, codes `select` left out) stays
-        entries = {entry: text for entry, text in read_baseline(target).items() if not in_scope(entry, result, whole)}
-    entries.update((entry, text) for entry, _, text in keyed(result.findings, config))
-    try:
-        _write(target, entries)
-    except OSError as error:
-        raise BaselineError(f"{target}: cannot write the baseline: {error.strerror or error}") from None
-    count = len(entries)
-    print(f"corral: wrote {count} {'entry' if count == 1 else 'entries'} to {target}", file=sys.stderr)
-    return 0
+    projects = find_projects(paths, config_file)
+    if output is not None and len(projects) > 1:
+        raise BaselineError(f"--output {output}: the paths checked belong to {len(projects)} projects; leave it out")
+
+    def write(project: Project, config: Config, result: CheckResult) -> CheckResult:
+        if output:
+            target = Path(output)
+        elif config.baseline:
+            target = config.root / config.baseline
+        else:  # one project: where the command runs, as always; several: each in its own root
+            target = Path(DEFAULT_BASELINE) if len(projects) == 1 else config.root / DEFAULT_BASELINE
+        entries: dict[Entry, str] = {}
+        if target.exists():  # what this run could not have reported (other paths, codes `select` left out) stays
+            entries = {
+                entry: text
+                for entry, text in read_baseline(target).items()
+                if not in_scope(entry, result, project.covers_root)
+            }
+        entries.update((entry, text) for entry, _, text in keyed(result.findings, config))
+        try:
+            _write(target, entries)
+        except OSError as error:
+            raise BaselineError(f"{target}: cannot write the baseline: {error.strerror or error}") from None
+        count = len(entries)
+        print(f"corral: wrote {count} {'entry' if count == 1 else 'entries'} to {target}", file=sys.stderr)
+        return result
+
+    result = check_projects(projects, lambda config: config, finish=write)
+    from corral.gates.engine.projects import config_errors
+
+    for finding in config_errors(result):
+        print(f"corral: {finding.message}", file=sys.stderr)
+    return 2 if config_errors(result) else 0

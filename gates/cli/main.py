@@ -11,7 +11,6 @@ import argparse
 import re
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -22,32 +21,42 @@ def _check(args: argparse.Namespace) -> int:
     # Parsing allocates millions of short-lived objects and no cycles worth collecting: the collector
     # would only rescan them (measured: parsing takes twice as long with it on).
     gc.disable()
-    from corral.gates.config import load_config
-    from corral.gates.engine.run import check_paths
+    from corral.gates.config import Config
+    from corral.gates.engine.projects import Project, check_projects, config_errors, find_projects
+    from corral.gates.engine.run import CheckResult
     from corral.gates.findings import code_family
     from corral.gates.outputs import FORMATS
 
     paths = args.paths or ["."]
-    config = load_config(paths, args.config)
-    if args.strict:
-        config = config._replace(strict=True)
     if args.select is not None:
         from corral.gates.engine.run import selected_codes
 
         selected_codes(args.select, "--select")
-        config = config._replace(select=args.select)
-    baseline_file = Path(args.baseline) if args.baseline else config.root / config.baseline if config.baseline else None
-    if baseline_file is not None:
-        from corral.gates.cli.baseline import read_baseline
 
-        baseline = read_baseline(baseline_file)  # before the run: a baseline it cannot use stops it at once
-    result = check_paths(paths, config, use_cache=not args.no_cache)
+    def adjust(config: Config) -> Config:
+        if args.strict:
+            config = config._replace(strict=True)
+        return config if args.select is None else config._replace(select=args.select)
+
+    projects = find_projects(paths, args.config)
+    from corral.gates.cli.baseline import project_baselines, report_against
+
+    # Read before the run: a baseline it cannot use stops it at once.
+    baselines = project_baselines(projects, args.baseline)
     notes: list[str] = []
     baseline_fixed = False
-    if baseline_file is not None:
-        from corral.gates.cli.baseline import report_against
 
-        result, notes, baseline_fixed = report_against(baseline_file, baseline, result, config, paths)
+    def against_baseline(project: Project, config: Config, result: CheckResult) -> CheckResult:
+        nonlocal baseline_fixed
+        if project.root not in baselines:
+            return result
+        baseline_file, baseline = baselines[project.root]
+        result, more_notes, fixed = report_against(baseline_file, baseline, result, config, project.covers_root)
+        notes.extend(more_notes)
+        baseline_fixed = baseline_fixed or fixed
+        return result
+
+    result = check_projects(projects, adjust, use_cache=not args.no_cache, finish=against_baseline)
     # The budget table needs the CRL3 rule's module (and so every rule): it is printed when asked for or
     # when a budget is over or unproven (a CRL3 finding), and a warm run of any other project, one with job
     # kinds included, loads no rule.
@@ -63,6 +72,8 @@ def _check(args: argparse.Namespace) -> int:
         # After the output, so what fails a clean-looking run is the last thing a terminal shows.
         sys.stdout.flush()
         print("\n".join(notes), file=sys.stderr)
+    if config_errors(result):  # a project whose settings are unusable was not checked: no verdict on it
+        return EXIT_ERROR
     return EXIT_FINDINGS if result.findings or baseline_fixed else EXIT_CLEAN
 
 

@@ -66,10 +66,17 @@ class Cache:
     """Results by key, plus each path's last stamp and key, so an untouched file is not even read."""
 
     def __init__(
-        self, file: Path, results: dict[str, Any], stamps: dict[str, Any], root: Path, project: Any = None
+        self,
+        file: Path,
+        results: dict[str, Any],
+        stamps: dict[str, Any],
+        root: Path,
+        project: Any = None,
+        whole_tree: bool = False,
     ) -> None:
         self.file = file
         self.root = root
+        self.whole_tree = whole_tree
         self.results = results
         self.stamps = stamps
         self.project = project
@@ -99,7 +106,7 @@ class Cache:
             project = document.get("project")
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             results, stamps, project = {}, {}, None
-        return cls(file, results, stamps, config.root, project)
+        return cls(file, results, stamps, config.root, project, config.whole_tree)
 
     def __len__(self) -> int:
         return len(self.results)
@@ -141,7 +148,7 @@ class Cache:
         if checked:
             from corral.gates.analysis.modules import dependency_holds
 
-            if not all(dependency_holds(self.root, name, known) for name, known in checked.items()):
+            if not all(dependency_holds(self.root, name, known, self.whole_tree) for name, known in checked.items()):
                 return None
         if dependencies:
             result = result._replace(dependencies=dependencies)

@@ -94,7 +94,8 @@ def run_project_checks(results: Mapping[str, FileResult], config: Config, report
 
 class CheckResult(NamedTuple):
     """The outcome of one run: how many files were checked and every finding, sorted; what `select` left
-    out."""
+    out. A run over several projects (`engine.projects`) holds each one's result in `projects`; its
+    findings are theirs together, each `path` relative to its own project's root."""
 
     root: Path
     files: int
@@ -102,6 +103,7 @@ class CheckResult(NamedTuple):
     results: dict[str, FileResult]
     reports: dict[str, Any]
     not_run: tuple[str, ...] = ()
+    projects: tuple[CheckResult, ...] = ()
 
 
 def relative_path(path: str, root: Path) -> str:
@@ -271,8 +273,11 @@ def _unreadable(path: str, error: OSError) -> Uncheckable:
     return Uncheckable(f"cannot be read: {error.strerror or error}")
 
 
-def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True) -> CheckResult:
-    """Check the Python files under `paths` with `config`; the whole-project checks run on the result."""
+def check_paths(
+    paths: Sequence[str], config: Config, *, use_cache: bool = True, files: Sequence[str] | None = None
+) -> CheckResult:
+    """Check the Python files under `paths` (or `files`, found under them already) with `config`; the
+    whole-project checks run on the result."""
     selected_codes(config.select, _select_key(config))
     # Project scans rules made (which files declare a Celery app...) hold for one run; the module is only
     # loaded when a rule needed it, and a run answered from the cache does not load it.
@@ -282,8 +287,11 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
     cache = Cache.open(config) if use_cache else None
     if cache is not None:
         root = os.path.realpath(config.root)
-        cache.defer_summaries = any(os.path.realpath(path) == root for path in paths or ["."])
-    found: Iterable[str] = iter_files(paths or ["."])
+        cache.defer_summaries = any(
+            os.path.realpath(path) == root or root.startswith(os.path.join(os.path.realpath(path), ""))
+            for path in paths or ["."]
+        )
+    found: Iterable[str] = iter_files(paths or ["."]) if files is None else files
     start_after = PARALLEL_THRESHOLD
     if cache is not None and len(cache):
         found = list(found)
@@ -320,7 +328,7 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
         except DamagedCache:
             assert cache is not None  # only a cached result can hold facts that do not read back
             cache.discard()
-            return check_paths(paths, config, use_cache=use_cache)
+            return check_paths(paths, config, use_cache=use_cache, files=files)
         if cache is not None:
             cache.store_project_output(inputs, project_findings, reports)
     else:
@@ -341,7 +349,7 @@ def _recheck_stale_summaries(outcomes: dict[str, Outcome], config: Config) -> No
 
     for path, (stamp, key, result, hit) in list(outcomes.items()):
         if hit and any(
-            name.startswith(SUMMARY_PREFIX) and not dependency_holds(config.root, name, known)
+            name.startswith(SUMMARY_PREFIX) and not dependency_holds(config.root, name, known, config.whole_tree)
             for name, known in (result.dependencies or {}).items()
         ):
             relpath = relative_path(path, config.root)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache, partial
 from pathlib import Path
 from typing import NamedTuple
@@ -462,17 +462,12 @@ def _runs_in(body: list[ast.stmt], module: ModuleInfo, scope: Scope) -> Iterator
 # -- the pre-pass -------------------------------------------------------------------------------------
 
 
-def wrapper_words(root: Path) -> frozenset[str]:
+def wrapper_words(root: Path, paths: Sequence[str]) -> frozenset[str]:
     """The names a use of a project transaction wrapper may spell: every function or class that may be one
     (a superset of what `TransactionScopes` accepts: a context manager or a decorator that mentions an
     opener or another candidate where it would open it), and every name an import re-exports one as.
-    Byte-level, then a parse of the few files shaped like a wrapper's module; each file is read once."""
-    from corral.gates.source.discovery import discover
-
-    try:
-        paths = discover([str(root)])
-    except FileNotFoundError:
-        return frozenset()
+    Byte-level, then a parse of the few files shaped like a wrapper's module; each file is read once.
+    `paths`: the project's files (`modules.project_files`)."""
     prefix = str(root).rstrip("/") + "/"
     files: list[tuple[str, bytes, bool]] = []
     for path in paths:

@@ -1,9 +1,10 @@
-"""`--format github`: GitHub Actions workflow commands, which GitHub shows on the diff."""
+"""`--format github`: GitHub Actions workflow commands, which GitHub shows on the diff; each names its file
+relative to the git top level, where GitHub looks for it whatever folder the gate ran in."""
 
 from __future__ import annotations
 
 from corral.gates.engine.run import CheckResult
-from corral.gates.outputs.shared import summary
+from corral.gates.outputs.shared import located, repository_top, summary
 
 
 def _escape_data(text: str) -> str:
@@ -17,8 +18,9 @@ def _escape_property(text: str) -> str:
 def render_github(result: CheckResult) -> str:
     """One `::error` per finding, then the summary line."""
     lines = [
-        f"::error file={_escape_property(f.path)},line={f.line},col={f.col},title={_escape_property(f.code)}"
+        f"::error file={_escape_property(place.for_ci)},line={f.line},col={f.col},title={_escape_property(f.code)}"
         f"::{_escape_data(f.message)}"
-        for f in result.findings
+        for place in located(result, repository_top(result))
+        for f in (place.finding,)
     ]
     return "\n".join([*lines, summary(result)]) + "\n"

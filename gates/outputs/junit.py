@@ -6,7 +6,7 @@ import re
 
 from corral.gates.engine.run import CheckResult
 from corral.gates.findings import Finding, code_family
-from corral.gates.outputs.shared import code_table, plural
+from corral.gates.outputs.shared import code_table, located, plural, repository_top
 
 # Compiled on first use (by `re`'s own cache): the character ranges cost milliseconds to compile, and most
 # runs write other formats.
@@ -23,8 +23,8 @@ def render_junit(result: CheckResult) -> str:
     import xml.etree.ElementTree as ET
 
     families: dict[str, list[Finding]] = {code_family(code): [] for code in code_table(result)}
-    for finding in result.findings:
-        families[code_family(finding.code)].append(finding)
+    for place in located(result, repository_top(result)):  # each named where the repository has its file
+        families[code_family(place.finding.code)].append(place.finding._replace(path=place.for_ci))
     failures = sum(1 for found in families.values() if found)
     counts = {"tests": str(len(families)), "failures": str(failures), "errors": "0", "skipped": "0"}
     suites = ET.Element("testsuites", {"name": "corral", **counts})

@@ -6,7 +6,7 @@ import re
 from collections import Counter
 
 from corral.gates.engine.run import CheckResult
-from corral.gates.outputs.shared import code_table
+from corral.gates.outputs.shared import code_table, located, repository_top
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 
@@ -31,10 +31,12 @@ def render_markdown(result: CheckResult) -> str:
     )
     environment.filters["md"] = _markdown_text
     counts = Counter(f.code for f in result.findings)
+    # Each finding where the repository has its file, as code scanning and annotations name it.
+    findings = [place.finding._replace(path=place.for_ci) for place in located(result, repository_top(result))]
     rules = [{"code": code, "summary": summary, "count": counts[code]} for code, summary in code_table(result).items()]
     return environment.get_template("summary.md.j2").render(
         files=result.files,
-        files_with_findings=len({f.path for f in result.findings}),
-        findings=result.findings,
+        files_with_findings=len({f.path for f in findings}),
+        findings=findings,
         rules=rules,
     )

@@ -1,8 +1,62 @@
-"""What several formats share: the summary line, and the code table a run's findings are shown against."""
+"""What several formats share: where each finding's file is shown, the summary line, and the code table a
+run's findings are shown against.
+
+Paths: a finding's `path` is relative to its project's root (what the baseline and JSON keep); `located`
+gives every format the file's absolute path, the path text prints (relative to the working directory where
+the file is below it, as ruff prints them) and the path CI consumers place on a file (relative to the git
+work tree's top, where GitHub's annotations and code scanning look for it, whatever folder the gate ran
+in; outside a work tree, the path text prints), computed here once.
+"""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import NamedTuple
+
 from corral.gates.engine.run import CheckResult
+from corral.gates.findings import Finding
+
+
+class Located(NamedTuple):
+    """A finding with the places its file is named by."""
+
+    finding: Finding
+    absolute: str
+    # Relative to the working directory where the file is below it, else absolute.
+    shown: str
+    # Relative to the git top level (`repository_top`), `/`-separated; None outside that work tree.
+    in_repository: str | None
+
+    @property
+    def for_ci(self) -> str:
+        """The path a CI consumer places the finding on: in the repository where it is, else as text shows it."""
+        return self.in_repository if self.in_repository is not None else self.shown
+
+
+def repository_top(result: CheckResult) -> Path | None:
+    """The top of the git work tree holding the run's root; None outside git."""
+    from corral.gates.source.discovery import git_top_level
+
+    top = git_top_level(str(result.root)) if result.root.is_dir() else None
+    return Path(top) if top is not None else None
+
+
+def located(result: CheckResult, top: Path | None = None) -> list[Located]:
+    """Every finding of the run with its file's paths, ordered by file, line and column; `top` is the run's
+    `repository_top`."""
+    here = os.path.join(os.getcwd(), "")
+    top_prefix = os.path.join(str(top), "") if top is not None else None
+    every = []
+    for part in result.projects or (result,):
+        for finding in part.findings:
+            absolute = os.path.normpath(os.path.join(part.root, finding.path))
+            shown = absolute[len(here) :] if absolute.startswith(here) else absolute
+            in_repository = (
+                absolute[len(top_prefix) :] if top_prefix is not None and absolute.startswith(top_prefix) else None
+            )
+            every.append(Located(finding, absolute, shown, in_repository))
+    return sorted(every, key=lambda place: (place.absolute, *place.finding[1:]))
 
 
 def plural(count: int, noun: str) -> str:
@@ -15,7 +69,7 @@ def summary(result: CheckResult) -> str:
         checked += f"; not run: {', '.join(result.not_run)}"
     if not result.findings:
         return f"All checks passed ({checked})."
-    files = len({f.path for f in result.findings})
+    files = len({place.absolute for place in located(result)})
     return f"Found {plural(len(result.findings), 'finding')} in {plural(files, 'file')} ({checked})."
 
 

@@ -247,7 +247,8 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         # name an opener: it may use a project wrapper of one, named in the project's summary.
         if source.has(b"atomic", b"begin", b"transaction") and OPENER_BYTES.search(source.data) is not None:
             return True
-        wrappers = ProjectModules(config.root, source.relpath, source.dependencies).summary(WRAPPER_WORDS)
+        project = ProjectModules(config.root, source.relpath, source.dependencies, config.whole_tree)
+        wrappers = project.summary(WRAPPER_WORDS)
         return bool(wrappers) and wrapper_pattern(wrappers).search(source.data) is not None
 
     def check(self) -> Iterator[Finding]:

@@ -92,6 +92,22 @@ def _may_be_in_work_tree(directory: str) -> bool:
         current = parent
 
 
+def git_top_level(directory: str) -> str | None:
+    """The top of the git work tree holding `directory`, None outside one (or where git cannot say)."""
+    if not _may_be_in_work_tree(directory):
+        return None
+    import subprocess
+
+    try:
+        completed = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], cwd=directory, capture_output=True, check=False
+        )
+    except OSError:
+        return None
+    top = completed.stdout.decode("utf-8", "surrogateescape").rstrip("\n")
+    return os.path.realpath(top) if completed.returncode == 0 and top else None
+
+
 def _git_ignores(directory: str) -> bool:
     import subprocess
 

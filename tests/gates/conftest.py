@@ -28,6 +28,12 @@ def run_flake8_crl(*paths: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def git_init(root: Path) -> Path:
+    """Make `root` a git work tree (nothing committed: corral reads untracked files that are not ignored)."""
+    subprocess.run(["git", "init", "-q", str(root)], check=True, capture_output=True, timeout=60)
+    return root
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Callable[[dict[str, str]], Path]:
     """Write a small project (relative path -> source) and return its root."""

@@ -47,6 +47,7 @@ def test_json_output(project) -> None:
                 "col": 1,
                 "code": "CRL101",
                 "message": "threading.Thread outside infra; enqueue a job or call an infra helper instead",
+                "absolute_path": str(root.resolve() / "app" / "x.py"),
             }
         ],
         "jobs": [],
@@ -54,12 +55,23 @@ def test_json_output(project) -> None:
     }
 
 
-def test_paths_are_relative_to_the_configured_root(project) -> None:
-    root = project({"pyproject.toml": "[tool.corral]\n", "svc/app/x.py": SPAWNING})
+def test_text_paths_are_relative_to_the_working_directory_and_json_paths_to_the_root(project) -> None:
+    root = project({"pyproject.toml": "[tool.corral]\nprocesses = 1\n", "svc/app/x.py": SPAWNING})
     completed = run_corral("check", "svc/app", cwd=root)
     assert completed.stdout.startswith("svc/app/x.py:2:1: CRL101")
+    # As ruff prints them: a path the terminal can open from where the command ran.
     completed = run_corral("check", ".", cwd=root / "svc")
-    assert completed.stdout.startswith("svc/app/x.py:2:1: CRL101")
+    assert completed.stdout.startswith("app/x.py:2:1: CRL101")
+    (finding,) = json.loads(run_corral("check", ".", "--format", "json", cwd=root / "svc").stdout)["findings"]
+    assert (finding["path"], finding["absolute_path"]) == ("svc/app/x.py", str(root.resolve() / "svc/app/x.py"))
+    # A file outside the working directory is shown by its absolute path, as ruff shows it.
+    (root / "svc" / "lib").mkdir()
+    (root / "svc" / "lib" / "y.py").write_text(SPAWNING)
+    completed = run_corral("check", str(root / "svc"), cwd=root / "svc" / "app")
+    assert [line.split(": ")[0] for line in completed.stdout.splitlines()[:2]] == [
+        "x.py:2:1",
+        f"{root.resolve()}/svc/lib/y.py:2:1",
+    ]
 
 
 def test_config_globs_and_extend_spawners(project) -> None:
@@ -108,8 +120,12 @@ def test_invalid_toml_exits_2(project) -> None:
 
 
 def test_explicit_config_file(project) -> None:
-    root = project({"corral.toml": "infra = ['app/**']\n", "app/x.py": SPAWNING})
+    root = project({"settings/corral.toml": "infra = ['app/**']\n", "app/x.py": SPAWNING})
     assert run_corral("check", cwd=root).returncode == 1
+    # Its folder is the root: the file's globs and paths are read from there.
+    completed = run_corral("check", "--config", "settings/corral.toml", "app", cwd=root)
+    assert completed.returncode == 1 and "../app/x.py" not in completed.stdout
+    (root / "corral.toml").write_text("infra = ['app/**']\n")
     assert run_corral("check", "--config", "corral.toml", cwd=root).returncode == 0
     assert run_corral("check", "--config", "missing.toml", cwd=root).returncode == 2
 
@@ -200,8 +216,15 @@ def test_many_files_in_parallel_match_serial(project) -> None:
 
 def test_self_gate() -> None:
     repo = Path(__file__).resolve().parents[2]
-    completed = run_corral("check", ".", "--no-cache", cwd=repo)
+    # The repository's settings judge every file of it, its fixture projects as the tests they are.
+    completed = run_corral("check", "--config", "pyproject.toml", ".", "--no-cache", cwd=repo)
     assert completed.returncode == 0, completed.stdout + completed.stderr
+    # Each by the nearest configuration, the fixture projects are projects of their own, with the
+    # violations they are made of; nothing else fails.
+    completed = run_corral("check", ".", "--no-cache", cwd=repo)
+    failing = {line.split("/")[2] for line in completed.stdout.splitlines()[:-1] if ": CRL" in line}
+    assert completed.returncode == 1, completed.stdout
+    assert failing == {"crl1_projects", "crl2_projects", "crl4_projects"}, completed.stdout
 
 
 def test_django_test_modules_are_tests_by_default(project) -> None:

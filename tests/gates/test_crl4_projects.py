@@ -297,7 +297,7 @@ def test_flake8_sees_the_project_wrappers(wrappers: Path) -> None:
 
 
 def test_the_pre_pass_names_the_wrappers_and_their_reexports() -> None:
-    words = wrapper_words(PROJECTS / "wrappers")
+    words = wrapper_words(PROJECTS / "wrappers", modules.project_files(PROJECTS / "wrappers"))
     # Every helper the model accepts, each name it is re-exported as, and the candidates it then rejects.
     assert {"db_transaction", "atomic_block", "session_scope", "outer_block", "Tx", "transactional"} <= words
     assert {"atomic_view", "atomic_on", "local_block"} <= words
@@ -384,7 +384,7 @@ def test_the_pre_pass_stays_fast_on_comments_made_of_hashes(tmp_path: Path) -> N
         f"from django.db import transaction\n\ndef f():\n    return {hashes}\n\ndef g(x):\n    return x.  {hashes}\n"
     )
     started = time.perf_counter()
-    assert wrapper_words(tmp_path) == frozenset()
+    assert wrapper_words(tmp_path, modules.project_files(tmp_path)) == frozenset()
     assert time.perf_counter() - started < 2
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from conftest import run_corral
+from conftest import git_init, run_corral
 from corral.gates.engine.run import CheckResult
 from corral.gates.findings import Finding
 from corral.gates.outputs.github import render_github
@@ -45,7 +45,8 @@ def test_github_workflow_commands(project) -> None:
 def test_github_escapes_data_and_properties() -> None:
     (line, _) = render_github(result_with(AWKWARD)).splitlines()
     assert line == (
-        "::error file=app/a%2Cb%3Ac%25d_e.py,line=3,col=5,title=CRL101::100%25 <bad> | x_y *z* & `q`%0D%0Aline two"
+        "::error file=/project/app/a%2Cb%3Ac%25d_e.py,line=3,col=5,title=CRL101"
+        "::100%25 <bad> | x_y *z* & `q`%0D%0Aline two"
     )
 
 
@@ -57,20 +58,20 @@ def sarif_for(root: Path) -> dict:
 
 
 def test_sarif_is_valid_2_1_0_with_a_rule_per_code(project) -> None:
-    root = project({"app/x.py": SPAWNING, "app/my dir/y.py": "import os\nos.fork()\n"})
+    root = git_init(project({"app/x.py": SPAWNING, "app/my dir/y.py": "import os\nos.fork()\n"}))
     (run,) = sarif_for(root)["runs"]
     rules = run["tool"]["driver"]["rules"]
     assert [rule["id"] for rule in rules] == sorted(CODES)
     for rule in rules:
         assert rule["shortDescription"]["text"] == CODES[rule["id"]]
         assert CODES[rule["id"]] in rule["help"]["text"]
-    assert run["originalUriBaseIds"]["SRCROOT"]["uri"] == root.resolve().as_uri() + "/"
+    assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == root.resolve().as_uri() + "/"
     located = []
     for result in run["results"]:
         assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
         (location,) = result["locations"]
         physical = location["physicalLocation"]
-        assert physical["artifactLocation"]["uriBaseId"] == "SRCROOT"
+        assert physical["artifactLocation"]["uriBaseId"] == "%SRCROOT%"
         region = physical["region"]
         located.append(
             (physical["artifactLocation"]["uri"], region["startLine"], region["startColumn"], result["ruleId"])
@@ -99,9 +100,9 @@ def test_markdown_summary(project) -> None:
 
 
 def test_markdown_cells_cannot_break_the_table() -> None:
-    rows = [line for line in render_markdown(result_with(AWKWARD)).splitlines() if line.startswith("| app")]
+    rows = [line for line in render_markdown(result_with(AWKWARD)).splitlines() if line.startswith("| /project")]
     assert rows == [
-        r"| app/a,b:c%d\_e.py:3:5 | `CRL101` | 100% \<bad\> \| x\_y \*z\* &amp; \`q\`  line two |",
+        r"| /project/app/a,b:c%d\_e.py:3:5 | `CRL101` | 100% \<bad\> \| x\_y \*z\* &amp; \`q\`  line two |",
     ]
 
 
