@@ -61,8 +61,15 @@ def hooks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str
 
 
 def try_repo(repo: Path, hook: str, project: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return try_repo_with(repo, hook, project, env)
+
+
+def try_repo_with(
+    repo: Path, hook: str, project: Path, env: dict[str, str], *options: str
+) -> subprocess.CompletedProcess[str]:
+    """`pre-commit try-repo` of one hook, with more of `pre-commit run`'s options (`--files ...`)."""
     return subprocess.run(
-        [PRE_COMMIT, "try-repo", str(repo), hook, "--color", "never"],
+        [PRE_COMMIT, "try-repo", str(repo), hook, "--color", "never", *options],
         cwd=project,
         env=env,
         capture_output=True,
@@ -148,3 +155,30 @@ def test_both_hooks_read_the_configured_baseline(hooks: tuple[Path, dict[str, st
         completed = try_repo(repo, hook, project, env)
         assert completed.returncode == 1, completed.stdout + completed.stderr
         assert "fixed: app/old.py CRL101" in completed.stdout + completed.stderr
+
+
+@pytest.mark.timeout(600)
+def test_hooks_judge_each_service_of_a_monorepo_by_its_own_settings(
+    hooks: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    repo, env = hooks
+    project = tmp_path / "monorepo"
+    # The same thread in app/workers of two services: infra in service a's settings, not in service b's.
+    for service in ("a", "b"):
+        (project / "services" / service / "app" / "workers").mkdir(parents=True)
+        (project / "services" / service / "app" / "workers" / "pool.py").write_text(SPAWNING)
+    (project / "services/a/pyproject.toml").write_text('[tool.corral]\ninfra = ["app/workers/**"]\n')
+    (project / "services/b/corral.toml").write_text("strict = true\n")
+    git("init", "-q", cwd=project, env=env)
+    git("add", "-A", cwd=project, env=env)
+    named = ["services/a/app/workers/pool.py", "services/b/app/workers/pool.py"]
+    for files in (named, named[::-1]):
+        completed = try_repo_with(repo, "corral", project, env, "--files", *files)
+        assert completed.returncode == 1, completed.stdout + completed.stderr
+        assert "services/b/app/workers/pool.py:3:1: CRL101" in completed.stdout
+        assert "services/a/app" not in completed.stdout
+        assert "Found 1 finding in 1 file (2 files checked)." in completed.stdout
+    completed = try_repo_with(repo, "corral-gate", project, env)
+    assert completed.returncode == 1, completed.stdout + completed.stderr
+    assert "services/b/app/workers/pool.py:3:1: CRL101" in completed.stdout
+    assert "Found 1 finding in 1 file (2 files checked)." in completed.stdout
