@@ -104,15 +104,22 @@ def _literal(seconds: float) -> str:
 
 def fix_command(paths: Sequence[str], config_file: str | None, *, seconds: float) -> int:
     """Rewrite every failing declaration under `paths`; print what changed. 0, or 2 on an error."""
-    from corral.gates.config import load_config
+    import os
+
+    from corral.gates.config import Config, ConfigError
+    from corral.gates.engine.projects import find_projects
     from corral.gates.engine.run import check_source, relative_path
-    from corral.gates.source.discovery import discover
     from corral.gates.source.parsing import Uncheckable, decode, read_source
 
-    config = load_config(paths, config_file)
-    files = discover(paths)
+    projects = find_projects(paths, config_file)
+    for project in projects:  # before any file is touched: every file's settings must be usable
+        if isinstance(project.settings, ConfigError):
+            raise project.settings
+    # Each file with the settings of its own project, as `corral check` judges it.
+    judged = [(project.settings, path) for project in projects for path in sorted(project.files)]
     changed = 0
-    for path in files:
+    for config, path in judged:
+        assert isinstance(config, Config)  # every ConfigError was raised above
         relpath = relative_path(path, config.root)
         try:
             data = read_source(path, config.max_file_size)
@@ -131,6 +138,7 @@ def fix_command(paths: Sequence[str], config_file: str | None, *, seconds: float
             with open(path, "w", encoding="utf-8", newline="") as handle:
                 handle.write(fixed)
             changed += 1
-            print(f"{relpath}: {len(targets)} declaration{'s' if len(targets) != 1 else ''} given a limit")
+            declarations = f"{len(targets)} declaration{'s' if len(targets) != 1 else ''}"
+            print(f"{os.path.relpath(path)}: {declarations} given a limit")
     print(f"Fixed {changed} file{'s' if changed != 1 else ''}.")
     return 0

@@ -173,6 +173,42 @@ def test_config_names_the_settings_of_every_file(monorepo: Path) -> None:
     assert "services/a/app/workers/pool.py:3:1: CRL101" in lines
 
 
+def test_each_service_keeps_its_own_baseline(monorepo: Path) -> None:
+    for config in ("services/a/pyproject.toml", "services/b/corral.toml"):
+        with (monorepo / config).open("a") as settings:
+            settings.write('baseline = "corral-baseline.json"\n')
+    written = run_corral("baseline", cwd=monorepo)
+    assert written.returncode == 0, written.stderr
+    entries = {
+        service: [
+            entry["path"] for entry in json.loads((monorepo / service / "corral-baseline.json").read_text())["entries"]
+        ]
+        for service in ("services/a", "services/b")
+    }
+    assert entries == {
+        "services/a": ["app/domain.py"],
+        "services/b": ["app/domain.py", "app/runtime.py", "app/workers/pool.py"],
+    }
+    completed = run_corral("check", cwd=monorepo)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "4 findings in the baseline" not in completed.stderr  # told per baseline file
+    (monorepo / "services/b/app/new.py").write_text(SPAWNING)
+    completed = run_corral("check", cwd=monorepo)
+    assert (completed.returncode, findings(completed.stdout)) == (1, ["services/b/app/new.py:3:1: CRL101"])
+    # One baseline file cannot hold several projects' findings (their paths are relative to different roots).
+    completed = run_corral("check", "--baseline", "corral-baseline.json", cwd=monorepo)
+    assert completed.returncode == 2 and "belong to 3 projects" in completed.stderr
+
+
+def test_jobs_and_fix_read_each_file_with_its_own_settings(monorepo: Path) -> None:
+    assert run_corral("jobs", "--static", cwd=monorepo).returncode == 0
+    (monorepo / "services/b/corral.toml").write_text("procesess = 2\n")
+    broken = run_corral("jobs", "--static", cwd=monorepo)
+    assert broken.returncode == 2 and "unknown key 'procesess'" in broken.stderr
+    broken = run_corral("fix", "--add-timeouts", "60", cwd=monorepo)
+    assert broken.returncode == 2 and "unknown key 'procesess'" in broken.stderr
+
+
 # -- where each format names a file, run from a subfolder -------------------------------------------------
 
 
