@@ -178,39 +178,46 @@ def glob_to_regex(glob: str) -> str:
 CONFIG_FILES = ("corral.toml", "pyproject.toml")
 
 
-def find_project_config(start: Path, known: dict[Path, Path | None] | None = None) -> Path | None:
+def find_project_config(start: Path) -> Path | None:
     """The nearest `corral.toml`, or `pyproject.toml` with a `[tool.corral]` table, at or above `start`: the
-    configuration that judges a file there, whose folder is its project root. `known` memoises the answer
-    per folder over one run (a monorepo's files share few folders)."""
-    directory = start if _is(start, Path.is_dir) else start.parent
-    looked_at: list[Path] = []
+    configuration that judges a file there, whose folder is its project root."""
+    return nearest_config(str(start if _is(start, Path.is_dir) else start.parent))
+
+
+def nearest_config(directory: str, known: dict[str, Path | None] | None = None) -> Path | None:
+    """`find_project_config` of a folder; `known` memoises the answer per folder over one run (a monorepo's
+    files share few folders, and each file's is asked)."""
+    looked_at: list[str] = []
     found: Path | None = None
-    for candidate_dir in (directory, *directory.parents):
-        if known is not None and candidate_dir in known:
-            found = known[candidate_dir]
+    current = directory
+    while known is None or current not in known:
+        looked_at.append(current)
+        found = _config_in(current)
+        parent = os.path.dirname(current)
+        if found is not None or parent == current:
             break
-        looked_at.append(candidate_dir)
-        found = _config_in(candidate_dir)
-        if found is not None:
-            break
+        current = parent
+    else:
+        found = known[current]
     if known is not None:
         known.update(dict.fromkeys(looked_at, found))
     return found
 
 
-def _config_in(directory: Path) -> Path | None:
+def _config_in(directory: str) -> Path | None:
     """The configuration file of `directory` itself, if it has one. An unreadable or invalid `pyproject.toml`
     counts as one: reading it reports the error rather than judging its files by a configuration further up."""
-    dedicated, pyproject = (directory / name for name in CONFIG_FILES)
-    if _is(dedicated, Path.is_file):
-        return dedicated
-    if _is(pyproject, Path.is_file):
+    dedicated, pyproject = (os.path.join(directory, name) for name in CONFIG_FILES)
+    # os.path, not pathlib: asked for every folder of a run's files.
+    if os.path.isfile(dedicated):
+        return Path(dedicated)
+    if os.path.isfile(pyproject):
         try:
-            table = _read_toml(pyproject).get("tool", {}).get("corral")
+            table = _read_toml(Path(pyproject)).get("tool", {}).get("corral")
         except ConfigError:
-            return pyproject
+            return Path(pyproject)
         if table is not None:
-            return pyproject
+            return Path(pyproject)
     return None
 
 

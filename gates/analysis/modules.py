@@ -202,19 +202,19 @@ def project_files(root: Path, whole_tree: bool = False) -> tuple[str, ...]:
     memo: dict[tuple[str, bool], tuple[str, ...]] = run_memo("project files")
     files = memo.get((str(root), whole_tree))
     if files is None:
-        from corral.gates.config import find_project_config
+        from corral.gates.config import nearest_config
         from corral.gates.source.discovery import discover
 
         try:
             found = discover([str(root)])
         except FileNotFoundError:
             found = []
-        known: dict[Path, Path | None] = {}
+        known: dict[str, Path | None] = {}
         files = memo[(str(root), whole_tree)] = tuple(
             path
             for path in found
             if whole_tree
-            or (config := find_project_config(Path(path).parent, known)) is None
+            or (config := nearest_config(os.path.dirname(path), known)) is None
             or root not in config.parent.parents
         )
     return files

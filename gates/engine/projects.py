@@ -22,6 +22,7 @@ from corral.gates.config import (
     default_config,
     find_project_config,
     load_config,
+    nearest_config,
     read_config_file,
     resolved,
 )
@@ -51,7 +52,7 @@ def find_projects(paths: Sequence[str], config_file: str | None = None) -> list[
         return [
             Project(config.root, config, list(iter_files(paths or ["."])), _covers(given, config.root), config.source)
         ]
-    known: dict[Path, Path | None] = {}
+    known: dict[str, Path | None] = {}
     groups: dict[Path, tuple[Path | None, list[str]]] = {}
     seen: set[str] = set()
     for path, shown in zip(given, paths or ["."], strict=True):
@@ -60,11 +61,11 @@ def find_projects(paths: Sequence[str], config_file: str | None = None) -> list[
             if file in seen:
                 continue
             seen.add(file)
-            source = find_project_config(Path(file).parent, known)
+            source = nearest_config(os.path.dirname(file), known)
             root = source.parent if source is not None else fallback_root
             groups.setdefault(root, (source, []))[1].append(file)
     if not groups:  # nothing to check: the project of the first path says so (with its settings checked)
-        source = find_project_config(given[0], known)
+        source = find_project_config(given[0])
         root = source.parent if source is not None else default_config(given[0]).root
         groups[root] = (source, [])
     projects = []
@@ -120,16 +121,12 @@ def unusable_project(project: Project, error: ConfigError) -> CheckResult:
     count = len(project.files)
     finding = unusable_config(where, error)
     message = finding.message.replace("this file", f"the {count} file{'s' if count != 1 else ''} of this project")
-    return CheckResult(project.root, 0, [finding._replace(message=message)], {}, {})
+    return CheckResult(project.root, 0, [finding._replace(message=message)], {}, {}, unusable=True)
 
 
 def config_errors(result: CheckResult) -> list[Finding]:
     """The CRL000 findings of projects whose settings could not be used."""
-    from corral.gates.rules.base import EngineCodes
-
-    return [
-        finding for part in result.projects for finding in part.findings if finding.code == EngineCodes.CONFIG_ERROR
-    ]
+    return [finding for part in result.projects if part.unusable for finding in part.findings]
 
 
 def combined(results: Sequence[CheckResult]) -> CheckResult:

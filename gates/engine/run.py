@@ -104,6 +104,8 @@ class CheckResult(NamedTuple):
     reports: dict[str, Any]
     not_run: tuple[str, ...] = ()
     projects: tuple[CheckResult, ...] = ()
+    # A project whose settings could not be used: its CRL000 finding is its whole result.
+    unusable: bool = False
 
 
 def relative_path(path: str, root: Path) -> str:
