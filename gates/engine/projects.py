@@ -37,7 +37,9 @@ class Project(NamedTuple):
     root: Path
     settings: Config | ConfigError
     files: list[str]
-    # Whether a path given is at or above the root, so the run sees every file of the project.
+    # The paths named that hold its files, as given.
+    paths: tuple[str, ...]
+    # Whether a path named is at or above the root, so the run sees every file of the project.
     covers_root: bool
     # The configuration file (None: the defaults), where an unusable configuration is reported.
     source: Path | None
@@ -46,41 +48,43 @@ class Project(NamedTuple):
 def find_projects(paths: Sequence[str], config_file: str | None = None) -> list[Project]:
     """The projects the files under `paths` belong to, ordered by root; with `config_file`, one project
     whose settings it holds (an unusable one raises: the run was told to use it)."""
-    given = [resolved(path) for path in paths or ["."]]
+    named = tuple(paths or ["."])
     if config_file is not None:
-        config = load_config(paths, config_file)
-        return [
-            Project(config.root, config, list(iter_files(paths or ["."])), _covers(given, config.root), config.source)
-        ]
+        config = load_config(named, config_file)
+        files = list(iter_files(named))
+        return [Project(config.root, config, files, named, _covers(named, config.root), config.source)]
     known: dict[str, Path | None] = {}
-    groups: dict[Path, tuple[Path | None, list[str]]] = {}
+    # By root: its configuration file, its files, the paths named that hold them.
+    groups: dict[Path, tuple[Path | None, list[str], dict[str, None]]] = {}
     seen: set[str] = set()
-    for path, shown in zip(given, paths or ["."], strict=True):
-        fallback_root = default_config(path).root
+    for shown in named:
+        fallback_root = default_config(resolved(shown)).root
         for file in iter_files([shown]):
             if file in seen:
                 continue
             seen.add(file)
             source = nearest_config(os.path.dirname(file), known)
             root = source.parent if source is not None else fallback_root
-            groups.setdefault(root, (source, []))[1].append(file)
+            group = groups.setdefault(root, (source, [], {}))
+            group[1].append(file)
+            group[2][shown] = None
     if not groups:  # nothing to check: the project of the first path says so (with its settings checked)
-        source = find_project_config(given[0])
-        root = source.parent if source is not None else default_config(given[0]).root
-        groups[root] = (source, [])
+        first = resolved(named[0])
+        source = find_project_config(first)
+        groups[source.parent if source is not None else default_config(first).root] = (source, [], {named[0]: None})
     projects = []
-    for root, (source, files) in sorted(groups.items()):
+    for root, (source, files, holding) in sorted(groups.items()):
         settings: Config | ConfigError
         try:
             settings = read_config_file(source) if source is not None else Config(root=root)
         except ConfigError as error:
             settings = error
-        projects.append(Project(root, settings, files, _covers(given, root), source))
+        projects.append(Project(root, settings, files, tuple(holding), _covers(tuple(holding), root), source))
     return projects
 
 
-def _covers(given: Sequence[Path], root: Path) -> bool:
-    return any(path == root or path in root.parents for path in given)
+def _covers(paths: Sequence[str], root: Path) -> bool:
+    return any((path := resolved(given)) == root or path in root.parents for given in paths)
 
 
 def check_projects(
@@ -98,12 +102,7 @@ def check_projects(
             if isinstance(project.settings, ConfigError):
                 raise project.settings
             config = adjust(project.settings)
-            result = check_paths(
-                [str(project.root)] if project.covers_root else project.files,
-                config,
-                use_cache=use_cache,
-                files=project.files,
-            )
+            result = check_paths(project.paths, config, use_cache=use_cache, files=project.files)
         except ConfigError as error:
             if len(projects) == 1:
                 raise  # the only project: nothing else can run, the command reports the error itself
@@ -115,13 +114,13 @@ def check_projects(
 
 def unusable_project(project: Project, error: ConfigError) -> CheckResult:
     """A project whose settings cannot be used: one CRL000 finding on its configuration file."""
-    from corral.gates.engine.run import unusable_config
+    from corral.gates.rules.base import EngineCodes
 
     where = project.source.name if project.source is not None else "."
     count = len(project.files)
-    finding = unusable_config(where, error)
-    message = finding.message.replace("this file", f"the {count} file{'s' if count != 1 else ''} of this project")
-    return CheckResult(project.root, 0, [finding._replace(message=message)], {}, {}, unusable=True)
+    message = f"config error: {error}; corral cannot check the {count} file{'s' if count != 1 else ''} of this project"
+    finding = Finding(where, 1, 1, EngineCodes.CONFIG_ERROR, message)
+    return CheckResult(project.root, 0, [finding], {}, {}, unusable=True)
 
 
 def config_errors(result: CheckResult) -> list[Finding]:

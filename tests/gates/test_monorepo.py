@@ -18,13 +18,8 @@ RUNTIME = (
 # Both services hold the same code; their settings differ where it changes a verdict. Service a counts
 # app/workers as infra and runs one process (4 workers + relay 1 <= 10 x 0.5); service b keeps the default
 # infra folders and runs two processes, over its budget.
-SERVICE = {
-    "app/__init__.py": "",
-    "app/queues.py": QUEUES,
-    "app/runtime.py": RUNTIME,
-    "app/workers/pool.py": SPAWNING,
-    "app/domain.py": SPAWNING,
-}
+RUNTIME_FILES = {"app/__init__.py": "", "app/queues.py": QUEUES, "app/runtime.py": RUNTIME}
+SERVICE = {**RUNTIME_FILES, "app/workers/pool.py": SPAWNING, "app/domain.py": SPAWNING}
 MONOREPO = {
     **{f"services/a/{relpath}": source for relpath, source in SERVICE.items()},
     **{f"services/b/{relpath}": source for relpath, source in SERVICE.items()},
@@ -134,9 +129,7 @@ def test_a_project_below_another_is_left_out_of_its_pre_pass(project) -> None:
     root = project(
         {
             "pyproject.toml": "[tool.corral]\nprocesses = 1\n",
-            "app/__init__.py": "",
-            "app/queues.py": QUEUES,
-            "app/runtime.py": RUNTIME,
+            **RUNTIME_FILES,
             **{f"services/b/{relpath}": source for relpath, source in SERVICE.items()},
             "services/b/corral.toml": "processes = 2\n",
         }
