@@ -221,6 +221,18 @@ def _config_in(directory: str) -> Path | None:
     return None
 
 
+def shadowed_table(source: Path) -> Path | None:
+    """The `pyproject.toml` beside a `corral.toml` whose `[tool.corral]` table the `corral.toml` keeps from
+    being read, if there is one: said as a warning, since an edit there would do nothing."""
+    pyproject = source.with_name(CONFIG_FILES[1])
+    if source.name != CONFIG_FILES[0] or not os.path.isfile(pyproject):
+        return None
+    try:
+        return pyproject if "corral" in _read_toml(pyproject).get("tool", {}) else None
+    except ConfigError:
+        return None  # not a configuration that could judge anything
+
+
 def _is(path: Path, test: Callable[[Path], bool]) -> bool:
     """`path.is_dir()` / `is_file()`, False where the path cannot even be looked at (no permission)."""
     try:

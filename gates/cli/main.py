@@ -40,6 +40,13 @@ def _check(args: argparse.Namespace) -> int:
 
     projects = find_projects(paths, args.config)
     from corral.gates.cli.baseline import project_baselines, report_against
+    from corral.gates.config import shadowed_table
+
+    for project in projects:
+        shadowed = shadowed_table(project.source) if project.source is not None else None
+        if shadowed is not None:
+            warning = f"{shadowed}: [tool.corral] not read: {project.source} beside it wins"
+            print(f"corral: warning: {warning}", file=sys.stderr)
 
     # Read before the run: a baseline it cannot use stops it at once.
     baselines = project_baselines(projects, args.baseline)

@@ -42,7 +42,7 @@ def monorepo(project) -> Path:
 
 def test_each_service_is_judged_by_its_own_settings_from_the_top(monorepo: Path) -> None:
     completed = run_corral("check", cwd=monorepo)
-    assert completed.returncode == 1, completed.stdout + completed.stderr
+    assert (completed.returncode, completed.stderr) == (1, ""), completed.stdout + completed.stderr
     assert findings(completed.stdout) == [
         "services/a/app/domain.py:3:1: CRL101",
         "services/b/app/domain.py:3:1: CRL101",
@@ -90,6 +90,7 @@ def test_corral_toml_wins_over_a_pyproject_beside_it(monorepo: Path) -> None:
     (monorepo / "services/b/pyproject.toml").write_text('[tool.corral]\ninfra = ["app/workers/**"]\n')
     completed = run_corral("check", "services/b/app/workers/pool.py", cwd=monorepo)
     assert findings(completed.stdout) == ["services/b/app/workers/pool.py:3:1: CRL101"]
+    assert "services/b/pyproject.toml: [tool.corral] not read" in completed.stderr
     (monorepo / "services/b/corral.toml").unlink()
     assert run_corral("check", "services/b/app/workers/pool.py", cwd=monorepo).returncode == 0
 
