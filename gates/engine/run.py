@@ -174,21 +174,19 @@ def _rules_on_file(
 ) -> FileResult:
     """`_run_rules` at the running recursion limit: a RecursionError is the caller's."""
     from corral.gates.analysis.context import FileContext
-    from corral.gates.analysis.names import ModuleNames
-    from corral.gates.source.discovery import module_name_for
-    from corral.gates.source.parsing import parse
+    from corral.gates.analysis.modules import ModuleInfo, parsed_module
 
     if "\r" in guide:
         # Python ends a line at a bare carriage return too; the line filters count newlines only.
         guide = guide.replace("\r\n", "\n").replace("\r", "\n")
     try:
-        module_tree = tree if tree is not None else parse(text, relpath)
-        module, is_package = module_name_for(relpath)
+        # Parsed once per run: a rule following calls into this file from another reuses the parse.
+        parsed = ModuleInfo(relpath, tree) if tree is not None else parsed_module(relpath, text, relpath)
         context = FileContext(
             relpath=relpath,
             text=guide,
-            tree=module_tree,
-            names=ModuleNames(module_tree, module, is_package=is_package),
+            tree=parsed.tree,
+            names=parsed.names,
             config=config,
             is_infra=config.is_infra(relpath),
             is_test=config.is_test(relpath),
