@@ -52,12 +52,13 @@ def _check(args: argparse.Namespace) -> int:
         from corral.gates.cli.baseline import read_baseline
 
         baseline = read_baseline(baseline_file)  # before the run: a baseline it cannot use stops it at once
+    sources: dict[str, bytes] = {}
     if stdin_path is not None:
         from corral.gates.engine.run import relative_path
 
         # At most one byte over the limit is read: past it the source is CRL001 whatever follows.
-        source = sys.stdin.buffer.read(config.max_file_size + 1)
-        result = check_sources([(relative_path(stdin_path, config.root), source)], config)
+        sources = {relative_path(stdin_path, config.root): sys.stdin.buffer.read(config.max_file_size + 1)}
+        result = check_sources(sources.items(), config)
     else:
         result = check_paths(paths, config, use_cache=not args.no_cache)
     notes: list[str] = []
@@ -65,7 +66,8 @@ def _check(args: argparse.Namespace) -> int:
     if baseline_file is not None:
         from corral.gates.cli.baseline import report_against
 
-        result, notes, baseline_fixed = report_against(baseline_file, baseline, result, config, paths)
+        # A finding in the source on stdin is matched by that source's lines, not the file on disk.
+        result, notes, baseline_fixed = report_against(baseline_file, baseline, result, config, paths, sources)
     # The budget table needs the CRL3 rule's module (and so every rule): it is printed when asked for or
     # when a budget is over or unproven (a CRL3 finding; not under --quiet), and a warm run of any other
     # project, one with job kinds included, loads no rule.

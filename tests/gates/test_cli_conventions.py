@@ -236,3 +236,22 @@ def test_every_option_of_every_command_has_help() -> None:
     ]
     # worker and migrate are the runtime's own commands: their parsers (and help) are corral.runtime.cli's.
     assert missing == []
+
+
+def test_stdin_is_matched_against_the_baseline_by_its_own_lines(project) -> None:
+    root = project({"app/x.py": SPAWNING})
+    run_corral("baseline", cwd=root, check=True)
+    # The buffer moved the accepted line down: its fingerprint is read from the buffer, not from the disk.
+    moved = "x = 1\n" + SPAWNING
+    held = run_corral(
+        "check", "-", "--stdin-filename", "app/x.py", "--baseline", "corral-baseline.json", cwd=root, stdin=moved
+    )
+    assert (held.returncode, held.stdout) == (0, "All checks passed (1 file checked).\n"), held.stderr
+    # An edited offending line is a new finding, and the entry it replaced no longer occurs.
+    edited = SPAWNING.replace("print", "len")
+    new = run_corral(
+        "check", "-", "--stdin-filename", "app/x.py", "--baseline", "corral-baseline.json", cwd=root, stdin=edited
+    )
+    assert new.returncode == 1
+    assert new.stdout.startswith("app/x.py:2:1: CRL101 ")
+    assert "fixed: app/x.py CRL101" in new.stderr
