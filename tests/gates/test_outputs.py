@@ -193,3 +193,46 @@ def test_github_actions_example_runs_the_gate_and_uploads_sarif() -> None:
 def test_every_format_is_a_check_choice(project, format_name: str) -> None:
     completed = run_corral("check", "--format", format_name, cwd=project({"a.py": "x = 1\n"}))
     assert completed.returncode == 0, completed.stderr
+
+
+GITHUB_ENV = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "acme/shop", "GITHUB_SHA": "0123abc"}
+
+
+def markdown_env(**env: str) -> dict[str, str]:
+    return {**{key: value for key, value in os.environ.items() if not key.startswith("GITHUB_")}, **env}
+
+
+def test_markdown_shows_the_rules_that_fired_and_folds_the_full_table(project) -> None:
+    root = project({"app/x.py": SPAWNING + "threading.Timer(1, print)\n", "app/y.py": "x = 1\n"})
+    summary = run_corral("check", "--format", "markdown", cwd=root, env=markdown_env()).stdout
+    fired, folded = summary.split("<details>\n")
+    assert f"| `CRL101` | {CODES['CRL101']} | 2 |" in fired.splitlines()
+    assert "CRL102" not in fired
+    assert f"<summary>Every rule ({len(CODES)})</summary>" in folded
+    assert f"| `CRL102` | {CODES['CRL102']} | 0 |" in folded.splitlines()
+    assert folded.endswith("</details>\n")
+    # Without the GitHub variables (or outside a work tree) a location is plain text, never a guessed link.
+    assert f"| app/x.py:2:1 | `CRL101` | {MESSAGE} |" in fired.splitlines()
+    assert "](" not in run_corral("check", "--format", "markdown", cwd=root, env=markdown_env(**GITHUB_ENV)).stdout
+
+
+def test_markdown_links_each_location_to_its_line_in_the_repository(project) -> None:
+    repository = project({
+        "services/mail/pyproject.toml": "[tool.corral]\n",
+        "services/mail/app/my dir/x.py": SPAWNING,
+    })  # fmt: skip
+    subprocess.run(["git", "init", "-q", str(repository)], check=True)
+    mail = repository / "services" / "mail"
+    completed = run_corral("check", "--format", "markdown", cwd=mail, env=markdown_env(**GITHUB_ENV))
+    assert completed.returncode == 1, completed.stderr
+    link = "https://github.com/acme/shop/blob/0123abc/services/mail/app/my%20dir/x.py#L2"
+    assert f"| [app/my dir/x.py:2:1]({link}) | `CRL101` | {MESSAGE} |" in completed.stdout.splitlines()
+    # One variable missing: no link.
+    partial = markdown_env(**{**GITHUB_ENV, "GITHUB_SHA": ""})
+    assert "](" not in run_corral("check", "--format", "markdown", cwd=mail, env=partial).stdout
+
+
+def test_markdown_says_what_select_left_out(project) -> None:
+    root = project({"app/x.py": "x = 1\n"})
+    summary = run_corral("check", "--format", "markdown", "--select", "CRL1", cwd=root).stdout
+    assert "Not run (`select`): CRL2, CRL3, CRL4." in summary.splitlines()
