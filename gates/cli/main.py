@@ -2,7 +2,8 @@
 --static` lists job kinds and their timeouts, `fix` rewrites declarations; `export` configures other tools;
 `worker`, `jobs` and `migrate` drive the runtime.
 
-Exit codes: 0 clean, 1 findings, 2 a usage or configuration error.
+Exit codes: 0 clean, 1 findings, 2 a usage or configuration error (or, for `check`, a report it could not
+write).
 """
 
 from __future__ import annotations
@@ -109,8 +110,6 @@ def _render(report: Report, result: CheckResult, args: argparse.Namespace, budge
 
     if report.format != "text":
         return FORMATS[report.format](result)
-    import os
-
     from corral.gates.cli.reports import wants_color
     from corral.gates.outputs.text import render_text
 
