@@ -268,7 +268,7 @@ def _parser() -> argparse.ArgumentParser:
         type=_seconds,
         required=True,
         metavar="SECONDS",
-        help="give each corral or Celery job kind without a hard limit this one",
+        help="the hard limit, in seconds, to add to each failing job kind it can rewrite",
     )
     fix.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: .)")
     fix.add_argument("--config", metavar="FILE", help=config_help)
