@@ -8,6 +8,9 @@ import argparse
 import json
 import os
 import platform
+import pty
+import subprocess
+import sys
 from importlib.metadata import version
 from pathlib import Path
 
@@ -255,3 +258,27 @@ def test_stdin_is_matched_against_the_baseline_by_its_own_lines(project) -> None
     assert new.returncode == 1
     assert new.stdout.startswith("app/x.py:2:1: CRL101 ")
     assert "fixed: app/x.py CRL101" in new.stderr
+
+
+def test_a_terminal_gets_colour_unless_no_color(project) -> None:
+    root = project({"app/x.py": SPAWNING})
+
+    def on_a_terminal(**env: str) -> str:
+        leader, follower = pty.openpty()
+        try:
+            subprocess.run(
+                [sys.executable, "-m", "corral.gates", "check"],
+                cwd=root,
+                stdout=follower,
+                stderr=subprocess.DEVNULL,
+                env=environment(**env),
+                timeout=120,
+            )
+            return os.read(leader, 65536).decode()
+        finally:
+            os.close(leader)
+            os.close(follower)
+
+    assert f"{ANSI}1;31mCRL101{ANSI}0m" in on_a_terminal()
+    assert ANSI not in on_a_terminal(NO_COLOR="1")
+    assert ANSI not in on_a_terminal(TERM="dumb")
