@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -50,11 +50,12 @@ class Applied(NamedTuple):
     accepted: int
 
 
-def _lines_of(path: Path, max_bytes: int) -> list[str]:
+def _lines_of(path: Path, max_bytes: int, given: bytes | None) -> list[str]:
+    """The lines of the file at `path`, or of its source `given` in memory (stdin)."""
     from corral.gates.source.parsing import Uncheckable, decode, read_source
 
     try:
-        data = read_source(str(path), max_bytes)
+        data = read_source(str(path), max_bytes) if given is None else given
         text = decode(data)
     except (OSError, Uncheckable):
         return []  # the finding says why the file cannot be read; its line text is then empty
@@ -65,14 +66,18 @@ def _normalised(text: str) -> str:
     return " ".join(text.split())
 
 
-def keyed(findings: Iterable[Finding], config: Config) -> list[tuple[Entry, Finding, str]]:
-    """Every finding with its entry and the offending line's normalised text."""
+def keyed(
+    findings: Iterable[Finding], config: Config, sources: Mapping[str, bytes] | None = None
+) -> list[tuple[Entry, Finding, str]]:
+    """Every finding with its entry and the offending line's normalised text, read from `sources` (relative
+    path to the source that was checked, as read from stdin) for the files it holds, else from disk."""
     lines: dict[str, list[str]] = {}
     seen: dict[tuple[str, str, str], int] = {}
     keyed_findings = []
     for finding in sorted(findings, key=lambda f: (f.path, f.line, f.col, f.code, f.message)):
         if finding.path not in lines:
-            lines[finding.path] = _lines_of(config.root / finding.path, config.max_file_size)
+            given = (sources or {}).get(finding.path)
+            lines[finding.path] = _lines_of(config.root / finding.path, config.max_file_size, given)
         file_lines = lines[finding.path]
         text = _normalised(file_lines[finding.line - 1]) if 0 < finding.line <= len(file_lines) else ""
         fingerprint = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
@@ -137,9 +142,15 @@ def in_scope(entry: Entry, result: CheckResult, covers_root: bool) -> bool:
     return entry.path in result.results or covers_root
 
 
-def apply_baseline(result: CheckResult, entries: dict[Entry, str], config: Config, covers_root: bool) -> Applied:
+def apply_baseline(
+    result: CheckResult,
+    entries: dict[Entry, str],
+    config: Config,
+    covers_root: bool,
+    sources: Mapping[str, bytes] | None = None,
+) -> Applied:
     new, matched = [], set()
-    for entry, finding, _ in keyed(result.findings, config):
+    for entry, finding, _ in keyed(result.findings, config, sources):
         if entry in entries:
             matched.add(entry)
         else:
@@ -153,12 +164,17 @@ def apply_baseline(result: CheckResult, entries: dict[Entry, str], config: Confi
 
 
 def report_against(
-    baseline_file: Path, entries: dict[Entry, str], result: CheckResult, config: Config, paths: Sequence[str]
+    baseline_file: Path,
+    entries: dict[Entry, str],
+    result: CheckResult,
+    config: Config,
+    paths: Sequence[str],
+    sources: Mapping[str, bytes] | None = None,
 ) -> tuple[CheckResult, list[str], bool]:
     """The run with only its findings the baseline does not hold; the notes to print after its output (how
     many it held back, each entry that no longer occurs); and whether an entry no longer occurs (which fails
-    the run until the baseline is rewritten)."""
-    applied = apply_baseline(result, entries, config, covers_root(paths, config))
+    the run until the baseline is rewritten). `sources` are files checked from memory (`keyed`)."""
+    applied = apply_baseline(result, entries, config, covers_root(paths, config), sources)
     notes = [
         f"corral: {baseline_file}: fixed: {entry.path} {entry.code} {text!r}:"
         " remove from the baseline by re-running corral baseline"

@@ -25,7 +25,14 @@ from corral.gates.engine.infra.parallel import map_paths
 from corral.gates.findings import Finding
 from corral.gates.source.deployments import deployment_inputs
 from corral.gates.source.discovery import iter_files
-from corral.gates.source.parsing import Uncheckable, declares_encoding, decode, read_source, unreadable_kind
+from corral.gates.source.parsing import (
+    Uncheckable,
+    declares_encoding,
+    decode,
+    read_source,
+    too_large,
+    unreadable_kind,
+)
 
 if TYPE_CHECKING:
     import ast
@@ -355,10 +362,18 @@ def _recheck_stale_summaries(outcomes: dict[str, Outcome], config: Config) -> No
             outcomes[path] = (stamp, key, check_source(relpath, data, config), False)
 
 
-def check_files(pairs: Iterable[tuple[str, bytes]], config: Config) -> list[Finding]:
-    """Findings for in-memory files (relative path, content), whole-project checks included; no cache."""
+def check_sources(pairs: Iterable[tuple[str, bytes]], config: Config) -> CheckResult:
+    """In-memory files (relative path, content; an editor's buffer read from stdin), each judged as the file
+    at that path, whole-project checks included, as `check_paths` judges those files named alone; no cache.
+    Content over `max-file-size` is CRL001, as on disk."""
     selected_codes(config.select, _select_key(config))
-    results = {relpath: check_source(relpath, data, config) for relpath, data in pairs}
+    results = {
+        relpath: check_source(relpath, data, config)
+        if len(data) <= config.max_file_size
+        else FileResult(findings=(uncheckable(relpath, too_large(config.max_file_size)),))
+        for relpath, data in pairs
+    }
     findings = [finding for result in results.values() for finding in result.findings]
-    findings.extend(run_project_checks(results, config, {}))
-    return sorted(findings)
+    reports: dict[str, Any] = {}
+    findings.extend(run_project_checks(results, config, reports))
+    return CheckResult(config.root, len(results), sorted(findings), results, reports, not_run(config.select))

@@ -79,8 +79,13 @@ def read_source(path: str, max_bytes: int) -> bytes:
     finally:
         os.close(descriptor)
     if size > max_bytes:  # it grew while being read
-        raise Uncheckable(f"is too large to check (over max-file-size = {max_bytes} bytes)")
+        raise too_large(max_bytes)
     return b"".join(chunks)
+
+
+def too_large(max_bytes: int) -> Uncheckable:
+    """Content found to be over `max_bytes` while read (so its full size is not known)."""
+    return Uncheckable(f"is too large to check (over max-file-size = {max_bytes} bytes)")
 
 
 def _mode_and_size(status: os.stat_result) -> tuple[int, int]:

@@ -11,9 +11,18 @@ from pathlib import Path
 import pytest
 
 
-def run_corral(*args: str, cwd: Path, check: bool = False) -> subprocess.CompletedProcess[str]:
+def run_corral(
+    *args: str, cwd: Path, check: bool = False, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m corral.gates ARGS` in `cwd`; `stdin` is its input, `env` replaces the environment."""
     completed = subprocess.run(
-        [sys.executable, "-m", "corral.gates", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "corral.gates", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        input=stdin,
+        env=env,
     )
     if check:
         assert completed.returncode == 0, completed.stdout + completed.stderr

@@ -1,11 +1,10 @@
-"""The CI formats (`github`, `sarif`, `markdown`, `junit`), `ci/gate` and the GitHub Actions example."""
+"""The CI formats (`github`, `sarif`, `markdown`, `junit`) and the GitHub Actions example workflow."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -134,58 +133,14 @@ def test_junit_is_valid_xml_whatever_the_text() -> None:
     assert 'bell \ufffd escape \ufffd <tag> & "quotes" ]]>' in failure.text
 
 
-def run_gate(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {key: value for key, value in os.environ.items() if not key.startswith(("GITHUB_", "CORRAL"))}
-    environment.update({"CORRAL": str(Path(sys.executable).parent / "corral"), **env})
-    return subprocess.run(
-        [str(REPO / "ci" / "gate"), *args], cwd=root, env=environment, capture_output=True, text=True, timeout=120
-    )
-
-
-def test_ci_gate_on_github_actions_writes_summary_and_sarif(project, tmp_path: Path) -> None:
-    root = project({"app/x.py": SPAWNING})
-    summary = tmp_path / "summary.md"
-    summary.write_text("earlier step\n")
-    completed = run_gate(
-        root,
-        GITHUB_ACTIONS="true",
-        GITHUB_STEP_SUMMARY=str(summary),
-        CORRAL_SARIF=str(tmp_path / "corral.sarif"),
-        CORRAL_JUNIT=str(tmp_path / "junit.xml"),
-    )
-    assert completed.returncode == 1, completed.stderr
-    assert completed.stdout.startswith("::error file=app/x.py,line=2,col=1,title=CRL101::")
-    assert summary.read_text().startswith("earlier step\n## corral\n")
-    sarif = json.loads((tmp_path / "corral.sarif").read_text())
-    jsonschema.validators.validator_for(SARIF_SCHEMA)(SARIF_SCHEMA).validate(sarif)
-    assert len(sarif["runs"][0]["results"]) == 1
-    assert ET.parse(tmp_path / "junit.xml").getroot().get("failures") == "1"
-
-
-def test_ci_gate_exit_codes_and_formats(project, tmp_path: Path) -> None:
-    clean = project({"app/x.py": "x = 1\n"})
-    completed = run_gate(clean)
-    assert (completed.returncode, completed.stdout) == (0, "All checks passed (1 file checked).\n")
-    assert json.loads(run_gate(clean, "json").stdout)["findings"] == []
-    assert run_gate(clean, "text", "app", CORRAL_FORMAT="json").stdout.startswith("All checks passed")
-    assert json.loads(run_gate(clean, CORRAL_FORMAT="json").stdout)["files"] == 1
-    # A report that cannot be written fails the gate even when the code is clean.
-    unwritable = run_gate(clean, CORRAL_SARIF=str(tmp_path / "missing" / "corral.sarif"))
-    assert unwritable.returncode == 2
-    assert "cannot write the sarif report" in unwritable.stderr
-    (clean / "pyproject.toml").write_text("[tool.corral]\nnope = 1\n")
-    broken = run_gate(clean, GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"))
-    assert broken.returncode == 2
-    assert "unknown key 'nope'" in broken.stderr
-
-
-def test_github_actions_example_runs_the_gate_and_uploads_sarif() -> None:
+def test_github_actions_example_uses_the_action_and_uploads_sarif() -> None:
     workflow = yaml.safe_load((REPO / "ci" / "github-actions-example.yml").read_text())
+    inputs = yaml.safe_load((REPO / "action.yml").read_text())["inputs"]
     steps = workflow["jobs"]["gate"]["steps"]
-    (gate,) = [step for step in steps if step.get("run", "").startswith("ci/gate")]
-    (upload,) = [step for step in steps if step.get("uses", "").startswith("github/codeql-action/upload-sarif")]
-    assert upload["with"]["sarif_file"] == gate["env"]["CORRAL_SARIF"]
-    assert steps.index(upload) > steps.index(gate)
+    (gate,) = [step for step in steps if step.get("uses", "").endswith("/corral@v0.1.0")]
+    assert set(gate["with"]) <= set(inputs)
+    assert gate["with"]["upload-sarif"] == "true"
+    assert steps.index(gate) > steps.index({"uses": "actions/checkout@v4"})
     assert workflow["permissions"]["security-events"] == "write"
 
 
@@ -193,3 +148,46 @@ def test_github_actions_example_runs_the_gate_and_uploads_sarif() -> None:
 def test_every_format_is_a_check_choice(project, format_name: str) -> None:
     completed = run_corral("check", "--format", format_name, cwd=project({"a.py": "x = 1\n"}))
     assert completed.returncode == 0, completed.stderr
+
+
+GITHUB_ENV = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "acme/shop", "GITHUB_SHA": "0123abc"}
+
+
+def markdown_env(**env: str) -> dict[str, str]:
+    return {**{key: value for key, value in os.environ.items() if not key.startswith("GITHUB_")}, **env}
+
+
+def test_markdown_shows_the_rules_that_fired_and_folds_the_full_table(project) -> None:
+    root = project({"app/x.py": SPAWNING + "threading.Timer(1, print)\n", "app/y.py": "x = 1\n"})
+    summary = run_corral("check", "--format", "markdown", cwd=root, env=markdown_env()).stdout
+    fired, folded = summary.split("<details>\n")
+    assert f"| `CRL101` | {CODES['CRL101']} | 2 |" in fired.splitlines()
+    assert "CRL102" not in fired
+    assert f"<summary>Every rule ({len(CODES)})</summary>" in folded
+    assert f"| `CRL102` | {CODES['CRL102']} | 0 |" in folded.splitlines()
+    assert folded.endswith("</details>\n")
+    # Without the GitHub variables (or outside a work tree) a location is plain text, never a guessed link.
+    assert f"| app/x.py:2:1 | `CRL101` | {MESSAGE} |" in fired.splitlines()
+    assert "](" not in run_corral("check", "--format", "markdown", cwd=root, env=markdown_env(**GITHUB_ENV)).stdout
+
+
+def test_markdown_links_each_location_to_its_line_in_the_repository(project) -> None:
+    repository = project({
+        "services/mail/pyproject.toml": "[tool.corral]\n",
+        "services/mail/app/my dir/x.py": SPAWNING,
+    })  # fmt: skip
+    subprocess.run(["git", "init", "-q", str(repository)], check=True)
+    mail = repository / "services" / "mail"
+    completed = run_corral("check", "--format", "markdown", cwd=mail, env=markdown_env(**GITHUB_ENV))
+    assert completed.returncode == 1, completed.stderr
+    link = "https://github.com/acme/shop/blob/0123abc/services/mail/app/my%20dir/x.py#L2"
+    assert f"| [app/my dir/x.py:2:1]({link}) | `CRL101` | {MESSAGE} |" in completed.stdout.splitlines()
+    # One variable missing: no link.
+    partial = markdown_env(**{**GITHUB_ENV, "GITHUB_SHA": ""})
+    assert "](" not in run_corral("check", "--format", "markdown", cwd=mail, env=partial).stdout
+
+
+def test_markdown_says_what_select_left_out(project) -> None:
+    root = project({"app/x.py": "x = 1\n"})
+    summary = run_corral("check", "--format", "markdown", "--select", "CRL1", cwd=root).stdout
+    assert "Not run (`select`): CRL2, CRL3, CRL4." in summary.splitlines()
