@@ -193,8 +193,8 @@ class Config(NamedTuple):
 
 @lru_cache(maxsize=64)
 def glob_spec(globs: tuple[str, ...]) -> PathSpec[Any]:
-    """The gitignore semantics of `globs`, relative to the root: a pattern without a `/` but a trailing one
-    matches at any depth, one with a `/` from the root; `dir/` (or `dir`) matches everything below the folder;
+    """The gitignore semantics of `globs`, relative to the root: a pattern with no `/` (but perhaps a trailing
+    one) matches at any depth, one with a `/` from the root; `dir/` (or `dir`) matches everything below the folder;
     `**` spans folders, `*`, `?` and `[ab]` stay within one; the last pattern a path matches decides, so a
     `!pattern` takes back what an earlier one matched."""
     # Loaded when a file is judged: a run answered wholly from the cache needs no glob.
