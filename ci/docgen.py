@@ -40,7 +40,7 @@ KEY_MEANINGS: dict[str, str] = {
     "extend-network": 'more APIs to treat as network calls (CRL210, CRL401), e.g. `"stripe.Charge.create"`; what '
     'one returns is a client whose every method is one (`"boto3.client"`)',
     "strict": "demand an explicit timeout on every job kind (CRL2)",
-    "max_conns": "the database pool size, for deployments that set it outside code; unset: the code's; also the"
+    "max-conns": "the database pool size, for deployments that set it outside code; unset: the code's; also the"
     " database's connection limit the Celery workers are checked against (CRL3)",
     "processes": "worker processes per deployment; multiplies the worker sum; set, it wins over the deployment"
     " files; unset: theirs, else 1 (CRL3)",

@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from corral.gates.config import Config, ConfigError
+from corral.gates.config import Config, ConfigError, did_you_mean, warn
 from corral.gates.engine.cache import Cache, DamagedCache, FileResult, Stamp
 from corral.gates.engine.infra.parallel import map_paths
 from corral.gates.findings import Finding
@@ -53,10 +53,7 @@ def selected_codes(select: tuple[str, ...], where: str = "select") -> frozenset[
 
     for selector in select:
         if selector not in CODES and selector not in FAMILIES:
-            import difflib
-
-            near = difflib.get_close_matches(selector, [*FAMILIES, *CODES], n=3, cutoff=0.6)
-            hint = f" (did you mean {', '.join(near)}?)" if near else f" (families: {', '.join(FAMILIES)})"
+            hint = did_you_mean(selector, [*FAMILIES, *CODES]) or f" (families: {', '.join(FAMILIES)})"
             raise ConfigError(f"{where}: no rule family or code {selector!r}{hint}")
     return frozenset(code for code in CODES if code.startswith(("CRL0", *select)))
 
@@ -285,9 +282,10 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
     if modules is not None:
         modules.forget()
     cache = Cache.open(config) if use_cache else None
+    root = os.path.realpath(config.root)
+    whole_project = any(os.path.realpath(path) == root for path in paths or ["."])
     if cache is not None:
-        root = os.path.realpath(config.root)
-        cache.defer_summaries = any(os.path.realpath(path) == root for path in paths or ["."])
+        cache.defer_summaries = whole_project
     found: Iterable[str] = iter_files(paths or ["."])
     start_after = PARALLEL_THRESHOLD
     if cache is not None and len(cache):
@@ -310,6 +308,13 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
         results[relpath] = result
         if cache is not None and key is not None:
             cache.store(relpath, stamp, key, result, hit=hit)
+    if not results:
+        # As ruff: a run that checked nothing is not a failure, but it must not look like a clean one.
+        warn(f"no Python files found under {' '.join(paths or ['.'])}")
+    elif whole_project:
+        # Only a run over the whole project sees every file a glob could match.
+        for key, glob in config.unmatched_globs(results):
+            warn(f"{config.source}: [tool.corral] key '{key}': glob '{glob}' matches no file checked")
     findings = [finding for result in results.values() for finding in result.findings]
     # The whole-project checks are a function of every file's result: when each was served from the cache,
     # their output is the one stored with the same files (and no rule module needs loading).

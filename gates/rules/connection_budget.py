@@ -4,7 +4,7 @@ Per file, `ConnectionBudget` resolves each `Runtime(...)` declaration into a `Bu
 queues' names and `max_workers` (queues declared inline, in this module or imported from another project
 module), `relay`, `max_conns` and `reserve`, and every value the gate could not resolve with where it
 stands. Once every file is checked, `ConnectionBudgetCheck` reads the facts, applies the deployment
-settings `max_conns`, `processes` and `reserve` from `[tool.corral]`, and checks each runtime with the
+settings `max-conns`, `processes` and `reserve` from `[tool.corral]`, and checks each runtime with the
 arithmetic of the runtime's own boot check (`corral.runtime.budget.compute_budget`: one function, two
 callers). Being a whole-project check, the gate reports it and the per-file flake8 front does not. A
 value the gate could not resolve is CRL302 where it stands: a budget that cannot be proven does not pass.
@@ -177,14 +177,14 @@ class ConnectionBudget(Rule, ScopedVisitor):
         runtime = Runtime(queues=[Queue("index", max_workers=WORKERS * 2)], store="sqlite://", max_conns=20)
         """,
         """
-        # corral-config: max_conns = 40
+        # corral-config: max-conns = 40
         DATABASES = {"default": {"ENGINE": "django.db.backends.postgresql", "CONN_MAX_AGE": 600}}
         CELERY_WORKER_CONCURRENCY = 8
         """,
     )
     INVALID = (
         """
-        # corral-config: max_conns = 20
+        # corral-config: max-conns = 20
         DATABASES = {"default": {"CONN_MAX_AGE": None}}  # error: 42 CRL301 "concurrency 16 x processes 1 = 16 > 10"
         CELERY_WORKER_CONCURRENCY = 16
         """,
@@ -382,7 +382,7 @@ class ConnectionBudgetCheck(ProjectCheck):
         for relpath, fact in sorted(declared, key=lambda item: (item[0], item[1].line)):
             where = f"{relpath}:{fact.line}"
             processes = runtime_processes(relpath, runtime_modules, deployments, config)
-            # A deployment's [tool.corral] max_conns stands in for a pool size the code reads at run time.
+            # A deployment's [tool.corral] max-conns stands in for a pool size the code reads at run time.
             problems = [
                 (value.path, value.line, value.reason)
                 for value in fact.unresolved
@@ -395,7 +395,7 @@ class ConnectionBudgetCheck(ProjectCheck):
             )
             reserve = config.reserve if fact.reserve is None else fact.reserve
             if config.max_conns:
-                max_conns_from = "[tool.corral] max_conns"
+                max_conns_from = "[tool.corral] max-conns"
             else:
                 max_conns_from = where if fact.max_conns is not None else "the Runtime's default"
             reserve_from = where if fact.reserve is not None else "[tool.corral] reserve (default 0.5)"
@@ -465,9 +465,9 @@ class CeleryBudgetCheck(ProjectCheck):
     open. Each child (of the prefork pool, or each thread or greenlet of the others) keeps one connection
     to the `default` database between tasks when `CONN_MAX_AGE` is not 0, so the workers hold
     `concurrency x processes` connections, summed over every compose service or Kubernetes container
-    running `celery worker`, against the database's `max_conns` from `[tool.corral]` x `reserve`.
+    running `celery worker`, against the database's `max-conns` from `[tool.corral]` x `reserve`.
 
-    Checked only when all it needs is declared: `max_conns` in `[tool.corral]`, a non-zero (or None)
+    Checked only when all it needs is declared: `max-conns` in `[tool.corral]`, a non-zero (or None)
     `CONN_MAX_AGE` in a settings module, and a worker concurrency (`-c N` / `--concurrency N` on the
     worker's command, else `CELERY_WORKER_CONCURRENCY`, `app.conf.worker_concurrency` or
     `app.conf.update(worker_concurrency=N)`; with no deployment file running `celery worker`, one process).
@@ -540,7 +540,7 @@ class CeleryBudgetCheck(ProjectCheck):
         where = f"{relpath}:{setting.line}"
         findings = []
         for path, line, reason in problems:
-            message = f"{reason}; the connections of the {celery.WORKERS} against max_conns cannot be counted"
+            message = f"{reason}; the connections of the {celery.WORKERS} against max-conns cannot be counted"
             findings.append(
                 Finding(path, line, 1, ConnectionBudget.UNPROVEN, f"{message}: state the value as a number")
             )
@@ -549,7 +549,7 @@ class CeleryBudgetCheck(ProjectCheck):
         if terms and not problems:
             from corral.runtime.budget import compute_budget
 
-            assert config.max_conns is not None  # the check runs only against a configured max_conns
+            assert config.max_conns is not None  # the check runs only against a configured max-conns
             # The runtime's arithmetic, each worker's connections as one term (a worker scaled to 0 adds none).
             budget = compute_budget(
                 [
@@ -580,7 +580,7 @@ class CeleryBudgetCheck(ProjectCheck):
                 message = (
                     f"{celery.WORKERS} could hold more database connections than their share: {arithmetic}; "
                     f"Django keeps each worker child's connection open (CONN_MAX_AGE {kept}): lower the "
-                    f"concurrency or the processes, or raise max_conns ({'; '.join(sources[:-1])})"
+                    f"concurrency or the processes, or raise [tool.corral] max-conns ({'; '.join(sources[:-1])})"
                 )
                 findings.append(Finding(relpath, setting.line, setting.col, ConnectionBudget.OVER_BUDGET, message))
         if terms or problems:

@@ -1,5 +1,5 @@
 """CRL3: Celery's worker children against the database when Django keeps their connections open, through
-the real `corral check`: concurrency x processes against `max_conns` x `reserve`, only when all are declared."""
+the real `corral check`: concurrency x processes against `max-conns` x `reserve`, only when all are declared."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ SETTINGS = """
     CELERY_WORKER_CONCURRENCY = 8
 """
 # 40 x 0.5 = 20 connections for the workers.
-CONFIG = "[tool.corral]\nmax_conns = 40\n"
+CONFIG = "[tool.corral]\nmax-conns = 40\n"
 COMPOSE = """
     services:
       celery:
@@ -83,7 +83,7 @@ def test_connections_not_kept_or_no_database_limit_are_not_checked(project) -> N
             CONFIG,
         ),
         (SETTINGS.replace('"CONN_MAX_AGE": 600,', ""), CONFIG),  # Django's default, 0
-        (SETTINGS, "[tool.corral]\n"),  # no max_conns: nothing to check against
+        (SETTINGS, "[tool.corral]\n"),  # no max-conns: nothing to check against
     ):
         root = project({"pyproject.toml": config, "shop/settings.py": settings, "compose.yml": COMPOSE})
         completed = run_corral("check", "--format", "json", cwd=root)
