@@ -489,13 +489,20 @@ class CeleryBudgetCheck(ProjectCheck):
         services = [worker for worker in deployments.workers if worker.command.program == program]
         if not services and not concurrencies:
             return []
+        # Celery's command line overrides its settings: the settings' concurrency is read (and an unreadable
+        # or disagreeing one is a problem) only when some worker takes its concurrency from them.
+        from_settings = not services or any(
+            celery.worker_concurrency(service.command.arguments) is None for service in services
+        )
         problems = [
-            (relpath, fact.line, f"{fact.setting}: {fact.unresolved}") for relpath, fact in settings if fact.unresolved
+            (relpath, fact.line, f"{fact.setting}: {fact.unresolved}")
+            for relpath, fact in settings
+            if fact.unresolved and (from_settings or fact.setting != celery.CONCURRENCY)
         ]
         age = _agreed(ages, problems)
         if age is not None and age[1].value == 0 and all(fact.unresolved is None for _, fact in ages):
             return []  # connections closed after each task: not bounded statically
-        setting = _agreed(concurrencies, problems)
+        setting = _agreed(concurrencies, problems) if from_settings else None
         if setting is not None and (
             setting[1].value is None or setting[1].value != int(setting[1].value) or setting[1].value < 1
         ):

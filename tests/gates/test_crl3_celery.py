@@ -211,3 +211,25 @@ def test_a_changed_compose_file_is_seen_by_the_next_cached_run(project) -> None:
     completed = run_corral("check", "--budget", cwd=root)
     assert completed.returncode == 0, completed.stdout
     assert "concurrency 8 x processes 2 = 16 <= 20" in completed.stdout
+
+
+def test_an_unreadable_settings_concurrency_matters_only_to_a_worker_that_takes_it(project) -> None:
+    # Celery's command line overrides the setting: with every worker's concurrency on its command
+    # (`--concurrency=10`, `-P solo`), the settings' unreadable value is never used.
+    from_environment = "import os\n" + textwrap.dedent(SETTINGS).replace(
+        "= 8", '= os.environ.get("CELERY_WORKER_CONCURRENCY")'
+    )
+    commanded = COMPOSE.replace("worker -l info", "worker --concurrency=10 -l info")
+    _, found, (entry,) = check(project, {"shop/settings.py": from_environment, "compose.yml": commanded})
+    (finding,) = found  # the budget is counted: over it, not unproven
+    assert finding.startswith("shop/settings.py:6:25 CRL301 ") and "concurrency 10 x processes 3 = 30 > 20" in finding
+    solo = COMPOSE.replace("worker -l info", "worker -P solo")
+    code, found, (entry,) = check(project, {"shop/settings.py": from_environment, "compose.yml": solo})
+    assert (code, found) == (0, [])
+    assert entry["arithmetic"].startswith("concurrency 1 x processes 3 = 3 <= 20")
+    # A second worker with no concurrency on its command takes the settings' value: it cannot be read.
+    mixed = textwrap.dedent(solo) + "  default:\n    image: shop\n    command: celery -A shop worker -Q default\n"
+    _, found, (entry,) = check(project, {"shop/settings.py": from_environment, "compose.yml": mixed})
+    (finding,) = found
+    assert finding.startswith("shop/settings.py:9:1 CRL302 worker_concurrency: os.environ.get(")
+    assert entry["ok"] is None
