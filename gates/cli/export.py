@@ -6,6 +6,10 @@ their names are also types, and ruff would ban `isinstance(task, asyncio.Task)`)
 project's infra and tests globs, so a team that runs ruff in its editor gets the first line of defence. It
 sees nothing through loops, aliases bound by assignment or `getattr`, nor the other rule families:
 `corral check` stays the gate.
+
+The configured `extend-network` APIs are listed as comments, not banned: banned-api bans a name in every file
+outside the exempt globs, while a network call is a finding only inside a job (CRL210) or a transaction
+(CRL401), which ruff cannot tell; banning them would flag every legitimate call.
 """
 
 from __future__ import annotations
@@ -50,6 +54,13 @@ def ruff_fragment(config: Config) -> str:
         "[tool.ruff.lint.per-file-ignores]",
         *(f"{_toml_string(glob)} = [{_toml_string(RUFF_CODE)}]" for glob in dict.fromkeys(config.infra + config.tests)),
     ]
+    if config.extend_network:
+        lines += [
+            "",
+            "# Not banned: extend-network's APIs are findings only inside a job (CRL210) or a database",
+            "# transaction (CRL401), which banned-api cannot tell; `corral check` judges them:",
+            *(f"#   {name}" for name in config.extend_network),
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -85,3 +85,32 @@ def test_config_error_exits_2(project) -> None:
     assert "'infra' must be a list of glob strings" in completed.stderr
     assert completed.stdout == ""
     assert run_corral("export", "mypy", cwd=root).returncode == 2
+
+
+def test_extend_network_is_listed_not_banned_and_real_ruff_leaves_network_calls_alone(project) -> None:
+    configured = CONFIG + '    extend-network = ["boto3.client", "stripe.Charge.create"]\n'
+    network = """
+        import boto3
+        import gevent
+        import stripe
+
+        boto3.client("s3").list_buckets()
+        stripe.Charge.create(amount=100)
+        gevent.spawn(print)
+    """
+    root = project({"pyproject.toml": configured, "app/billing.py": network})
+    fragment = run_corral("export", "ruff", cwd=root, check=True).stdout
+    banned = tomllib.loads(fragment)["tool"]["ruff"]["lint"]["flake8-tidy-imports"]["banned-api"]
+    assert "gevent.spawn" in banned  # extend-spawners: banned
+    assert not {"boto3.client", "stripe.Charge.create"} & set(banned)
+    assert "#   boto3.client\n#   stripe.Charge.create\n" in fragment
+    with (root / "pyproject.toml").open("a") as pyproject:
+        pyproject.write("\n" + fragment)
+    completed = subprocess.run(
+        [RUFF, "check", "--no-cache", "--output-format", "json", "."], cwd=root, capture_output=True, text=True
+    )
+    assert completed.returncode == 1, completed.stderr
+    flagged = {
+        (item["location"]["row"], item["code"]) for item in json.loads(completed.stdout) if item["code"] == "TID251"
+    }
+    assert flagged == {(7, "TID251")}  # gevent.spawn only: the network calls outside jobs are no finding
