@@ -266,7 +266,11 @@ class ConnectionBudget(Rule, ScopedVisitor):
         return iter(())
 
     def _database_settings(self, statement: ast.stmt) -> None:
-        """Record the module-level Celery concurrency and Django `CONN_MAX_AGE` settings of `statement`."""
+        """Record the module-level Celery concurrency and Django `CONN_MAX_AGE` settings of `statement`, and
+        the SQLAlchemy engines it builds."""
+        if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.Expr)) and statement.value is not None:
+            for call in self._engine_calls(statement.value):
+                record_fact(self._engine_pool(call), self.context)
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
             call = statement.value  # app.conf.update(worker_concurrency=8)
             if isinstance(call.func, ast.Attribute) and call.func.attr == "update" and _is_conf(call.func.value):
@@ -279,9 +283,6 @@ class ConnectionBudget(Rule, ScopedVisitor):
         elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
             targets, value = [statement.target], statement.value
         else:
-            return
-        if isinstance(value, ast.Call) and self.resolve(value.func) in ENGINE_FACTORIES:
-            record_fact(self._engine_pool(value), self.context)
             return
         celery_config = self.context.names.module.rpartition(".")[2] == celery.CONFIG_MODULE
         for target in targets:
@@ -303,6 +304,18 @@ class ConnectionBudget(Rule, ScopedVisitor):
         unresolved = value.reason if isinstance(value, Unresolved) else None
         number = None if isinstance(value, Unresolved) else value
         record_fact(DatabaseSetting(node.lineno, node.col_offset + 1, setting, number, unresolved), self.context)
+
+    def _engine_calls(self, value: ast.expr) -> Iterator[ast.Call]:
+        """The engine factory calls `value` makes as the module runs (`sessionmaker(bind=create_engine(...))`
+        too; not those in a lambda, which runs later)."""
+        pending: list[ast.AST] = [value]
+        while pending:
+            node = pending.pop()
+            if isinstance(node, ast.Lambda):
+                continue
+            if isinstance(node, ast.Call) and self.resolve(node.func) in ENGINE_FACTORIES:
+                yield node
+            pending.extend(ast.iter_child_nodes(node))
 
     def _engine_pool(self, call: ast.Call) -> EnginePool:
         """The most connections the pool of the engine `call` creates keeps in one process."""

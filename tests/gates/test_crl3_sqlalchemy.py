@@ -15,10 +15,10 @@ CONFIG = "[tool.corral]\nmax_conns = 40\n"
 ENGINES = """
     import os
     from sqlalchemy import create_engine as make_engine
-    from sqlalchemy.ext.asyncio import create_async_engine
+    from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
     engine = make_engine(os.environ["DATABASE_URL"], pool_size=10, max_overflow=5)
-    reports = create_async_engine("postgresql+asyncpg://db/reports")
+    Reports = async_sessionmaker(create_async_engine("postgresql+asyncpg://db/reports"))
 """
 
 
@@ -60,8 +60,11 @@ def test_pools_that_fit_or_keep_no_connection_stay_clean(project) -> None:
 
         def per_call():
             return create_engine("postgresql://db/app", pool_size=500)
+
+        later = lambda: create_engine("postgresql://db/app", pool_size=500)
     """
-    code, found, (entry,) = check(project, {"app/db.py": engines})
+    test_engine = "from sqlalchemy import create_engine\nengine = create_engine('postgresql://db/test', pool_size=50)\n"
+    code, found, (entry,) = check(project, {"app/db.py": engines, "tests/conftest.py": test_engine})
     assert (code, found) == (0, [])
     assert entry["ok"] is True
     assert entry["arithmetic"] == "engine app/db.py:4 10 + engine app/db.py:7 1 = 11 <= 20 (max_conns 40 x reserve 0.5)"
