@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_corral
+from conftest import run_budget, run_corral
 
 SETTINGS = """
     DATABASES = {
@@ -52,11 +52,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, str
 
 def check(project: Any, files: dict[str, str]) -> tuple[int, list[str], list[dict[str, Any]]]:
     root = project({"pyproject.toml": CONFIG, "shop/__init__.py": "", **files})
-    completed = run_corral("check", "--format", "json", cwd=root)
-    assert completed.returncode in (0, 1), completed.stdout + completed.stderr
-    document = json.loads(completed.stdout)
-    found = [f"{f['path']}:{f['line']}:{f['col']} {f['code']} {f['message']}" for f in document["findings"]]
-    return completed.returncode, found, document["budget"]
+    return run_budget(root)
 
 
 def test_concurrency_times_replicas_over_the_share_is_crl301_on_the_persistent_setting(project) -> None:

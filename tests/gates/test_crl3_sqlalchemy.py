@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import run_corral
+from conftest import run_budget, run_corral
 
 # 40 x 0.5 = 20 connections for the engines.
 CONFIG = "[tool.corral]\nmax_conns = 40\n"
@@ -24,11 +24,7 @@ ENGINES = """
 
 def check(project: Any, files: dict[str, str]) -> tuple[int, list[str], list[dict[str, Any]]]:
     root = project({"pyproject.toml": CONFIG, "app/__init__.py": "", **files})
-    completed = run_corral("check", "--format", "json", cwd=root)
-    assert completed.returncode in (0, 1), completed.stdout + completed.stderr
-    document = json.loads(completed.stdout)
-    found = [f"{f['path']}:{f['line']}:{f['col']} {f['code']} {f['message']}" for f in document["findings"]]
-    return completed.returncode, found, document["budget"]
+    return run_budget(root)
 
 
 def test_the_engines_pools_times_the_web_processes_over_the_share_is_crl301(project) -> None:
