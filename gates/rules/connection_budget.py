@@ -323,7 +323,8 @@ class ConnectionBudget(Rule, ScopedVisitor):
         keywords = {keyword.arg: keyword.value for keyword in call.keywords if keyword.arg}
         url = self.values.string(call.args[0], self.scope) if call.args else None
         if any(keyword.arg is None for keyword in call.keywords):
-            return EnginePool(line, col, "?", None, "", "create_engine(**...) hides its pool arguments from the gate")
+            hidden = f"{ast.unparse(call.func)}(**...) hides its pool arguments from the gate"
+            return EnginePool(line, col, "?", None, "", hidden)
         if "pool" in keywords:
             return EnginePool(line, col, "?", None, "", "pool=: a pool built outside the engine's arguments")
         pool = "AsyncAdaptedQueuePool" if self.resolve(call.func) == ASYNC_ENGINE_FACTORY else "QueuePool"
@@ -363,8 +364,10 @@ class ConnectionBudget(Rule, ScopedVisitor):
             )
             if unbounded:
                 return EnginePool(line, col, pool, None, "", f"{name}={value:g} puts no limit on the pool")
-            if value is None or value != int(value) or value < (1 if name == "pool_size" else 0):
-                return EnginePool(line, col, pool, None, "", f"{name} must be a whole number, got {ast.unparse(node)}")
+            minimum = 1 if name == "pool_size" else 0
+            if value is None or value != int(value) or value < minimum:
+                shown = f"{name} must be a whole number >= {minimum}, got {ast.unparse(node)}"
+                return EnginePool(line, col, pool, None, "", shown)
             total += int(value)
             sizes.append(f"{name} {int(value)} at {self.context.relpath}:{node.lineno}")
         return EnginePool(line, col, pool, total, " + ".join(sizes), None)
@@ -754,7 +757,13 @@ class EngineBudgetCheck(ProjectCheck):
                 reserve=config.reserve,
                 processes=processes,
             )
-            arithmetic = budget.describe().replace(" + relay 0", "")
+            summed = " + ".join(f"{name} {connections}" for name, connections in budget.queues)
+            summed = f"({summed}) x processes {processes}" if processes > 1 else summed
+            relation = "<=" if budget.ok else ">"
+            arithmetic = (
+                f"{summed} = {budget.total} {relation} {budget.limit} "
+                f"(max_conns {config.max_conns} x reserve {config.reserve:g})"
+            )
             sources = [f"engine {path}:{fact.line} ({fact.pool}): {fact.origin}" for path, fact in counted]
             sources.append(f"processes {processes} {processes_from}: each process keeps its own pools")
             uncounted = [
@@ -779,7 +788,8 @@ class EngineBudgetCheck(ProjectCheck):
 
     @staticmethod
     def _processes(config: Config, problems: list[tuple[str, int, str]]) -> tuple[int | None, str]:
-        """How many processes hold the engines, and where that count comes from."""
+        """How many processes hold the engines and where that count comes from; what cannot be counted goes
+        to `problems` (None then)."""
         if config.processes is not None:
             return config.processes, "from [tool.corral] processes"
         deployments = read_deployments(config.root, config.kubernetes_manifests, frozenset({celery.WORKER_PROGRAM}))

@@ -47,12 +47,13 @@ def test_the_engines_pools_times_the_web_processes_over_the_share_is_crl301(proj
 def test_pools_that_fit_or_keep_no_connection_stay_clean(project) -> None:
     engines = """
         from sqlalchemy import create_engine
-        from sqlalchemy.pool import NullPool, StaticPool
+        from sqlalchemy.pool import NullPool, SingletonThreadPool, StaticPool
 
         engine = create_engine("postgresql://db/app", pool_size=8, max_overflow=2)
         raw = create_engine("postgresql://db/app", poolclass=NullPool)
         local = create_engine("sqlite:///cache.db", pool_size=50)
         single = create_engine("postgresql://db/app", poolclass=StaticPool)
+        threads = create_engine("postgresql://db/app", poolclass=SingletonThreadPool, pool_size=3, max_overflow=99)
 
         def per_call():
             return create_engine("postgresql://db/app", pool_size=500)
@@ -63,7 +64,9 @@ def test_pools_that_fit_or_keep_no_connection_stay_clean(project) -> None:
     code, found, (entry,) = check(project, {"app/db.py": engines, "tests/conftest.py": test_engine})
     assert (code, found) == (0, [])
     assert entry["ok"] is True
-    assert entry["arithmetic"] == "engine app/db.py:4 10 + engine app/db.py:7 1 = 11 <= 20 (max_conns 40 x reserve 0.5)"
+    assert entry["arithmetic"] == (
+        "engine app/db.py:4 10 + engine app/db.py:7 1 + engine app/db.py:8 3 = 14 <= 20 (max_conns 40 x reserve 0.5)"
+    )
     assert "engine app/db.py:5: NullPool keeps no connection, not counted" in entry["sources"]
     assert "engine app/db.py:6: SQLite: a file, no server connections, not counted" in entry["sources"]
 
@@ -84,7 +87,7 @@ def test_without_max_conns_nothing_is_checked(project) -> None:
         ),
         ("pool_size=0", "pool_size=0 puts no limit on the pool"),
         ("max_overflow=-1", "max_overflow=-1 puts no limit on the pool"),
-        ("max_overflow=2.5", "max_overflow must be a whole number, got 2.5"),
+        ("max_overflow=2.5", "max_overflow must be a whole number >= 0, got 2.5"),
         ("poolclass=MyPool", "poolclass=MyPool is not a pool of SQLAlchemy's the gate knows"),
         ("**OPTIONS", "create_engine(**...) hides its pool arguments from the gate"),
         ("pool=QueuePool(connect)", "pool=: a pool built outside the engine's arguments"),
