@@ -7,6 +7,10 @@ project's infra and tests globs, so a team that runs ruff in its editor gets the
 sees nothing through loops, aliases bound by assignment or `getattr`, nor the other rule families:
 `corral check` stays the gate. The globs are translated from gitignore's semantics to ruff's; a negation (`!...`)
 has no such form, and ruff's `*` also crosses folders, so ruff may exempt more than corral.
+
+The configured `extend-network` APIs are listed as comments, not banned: banned-api bans a name in every file
+outside the exempt globs, while a network call is a finding only inside a job (CRL210) or a transaction
+(CRL401), which ruff cannot tell; banning them would flag every legitimate call.
 """
 
 from __future__ import annotations
@@ -73,6 +77,13 @@ def ruff_fragment(config: Config) -> str:
         "[tool.ruff.lint.per-file-ignores]",
         *(f"{_toml_string(pattern)} = [{_toml_string(RUFF_CODE)}]" for pattern in patterns),
     ]
+    if config.extend_network:
+        lines += [
+            "",
+            "# Not banned: extend-network's APIs are findings only inside a job (CRL210) or a database",
+            "# transaction (CRL401), which banned-api cannot tell; `corral check` judges them:",
+            *(f"#   {name}" for name in config.extend_network),
+        ]
     return "\n".join(lines) + "\n"
 
 

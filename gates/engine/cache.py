@@ -25,7 +25,8 @@ from corral.gates.findings import Finding
 
 CACHE_DIR = ".corral_cache"
 # 2: facts are typed records, each stored in its own JSON form; 3: the project checks' output is kept.
-FORMAT = 3
+# 4: SQLAlchemy engines declared at module level are facts (their pools join the connection budget).
+FORMAT = 4
 # `analysis.modules.SUMMARY_PREFIX`, spelled here so that a warm run need not load that module.
 SUMMARY_PREFIX = "*summary:"
 

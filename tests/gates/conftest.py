@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +29,16 @@ def run_corral(
     if check:
         assert completed.returncode == 0, completed.stdout + completed.stderr
     return completed
+
+
+def run_budget(root: Path) -> tuple[int, list[str], list[dict[str, Any]]]:
+    """`corral check --format json` in `root`: its exit code, its findings as `path:line:col CODE message`, and
+    its budget entries."""
+    completed = run_corral("check", "--format", "json", cwd=root)
+    assert completed.returncode in (0, 1), completed.stdout + completed.stderr
+    document = json.loads(completed.stdout)
+    found = [f"{f['path']}:{f['line']}:{f['col']} {f['code']} {f['message']}" for f in document["findings"]]
+    return completed.returncode, found, document["budget"]
 
 
 def run_flake8_crl(*paths: str, cwd: Path) -> subprocess.CompletedProcess[str]:

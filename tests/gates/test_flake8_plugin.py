@@ -249,3 +249,35 @@ def test_the_documented_pre_commit_flake8_hook_installs_corral_beside_flake8() -
     (hook,) = [hook for repo in config["repos"] if repo["repo"].endswith("/flake8") for hook in repo["hooks"]]
     assert hook["id"] == "flake8"
     assert hook["additional_dependencies"] == ["corral"]
+
+
+def _variant_runs() -> list[tuple[Path, str]]:
+    """Every fixture run under settings of its own (`# corral-config[variant]:`: `extend-network`, `strict`...)."""
+    return [
+        (file, variant)
+        for folder in rule_fixture_folders()
+        for file in sorted(folder.rglob("*.py"))
+        for variant in read_expectations(_read(file)).variant_options
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "variant"), _variant_runs(), ids=lambda value: value if isinstance(value, str) else value.stem
+)
+def test_flake8_matches_corral_check_on_fixture_variants(fixture: Path, variant: str, tmp_path: Path) -> None:
+    # The folder-wide run above has one configuration; each variant's settings get a project of their own.
+    shutil.copytree(fixture.parent, tmp_path / "app")
+    expectations = read_expectations(_read(fixture))
+    options = {**expectations.options, **expectations.variant_options[variant]}
+    settings = "".join(f"{key} = {json.dumps(value)}\n" for key, value in options.items())
+    (tmp_path / "pyproject.toml").write_text(f"[tool.corral]\n{settings}")
+    relpath = f"app/{fixture.name}"
+    from_flake8 = flake8_findings(relpath, cwd=tmp_path)
+    assert from_flake8 == corral_findings(relpath, cwd=tmp_path)
+    project = [Finding(*found) for found in project_level([relpath], tmp_path)]
+    expected = [
+        want
+        for want in expectations.findings(variant)
+        if not any(want.accepts(finding) for finding in project if finding.path == relpath)
+    ]
+    assert_matches([Finding(*found) for found in from_flake8], expected, f"{relpath} [{variant}]")
