@@ -738,8 +738,8 @@ class EngineBudgetCheck(ProjectCheck):
                 line,
                 1,
                 ConnectionBudget.UNPROVEN,
-                f"{reason}; the connections of the SQLAlchemy engines against [tool.corral] max-conns cannot be counted: "
-                "state the value as a number",
+                f"{reason}; the connections of the SQLAlchemy engines against [tool.corral] max-conns cannot be "
+                "counted: state the value as a number",
             )
             for path, line, reason in problems
         ]
