@@ -24,8 +24,9 @@ from corral.gates.config import Config
 from corral.gates.findings import Finding
 
 CACHE_DIR = ".corral_cache"
-# 2: facts are typed records, each stored in its own JSON form; 3: the project checks' output is kept.
-FORMAT = 3
+# 2: facts are typed records, each stored in its own JSON form; 3: the project checks' output is kept; 4: findings
+# carry where their code ends, and columns count characters.
+FORMAT = 4
 # `analysis.modules.SUMMARY_PREFIX`, spelled here so that a warm run need not load that module.
 SUMMARY_PREFIX = "*summary:"
 
@@ -155,7 +156,7 @@ class Cache:
             self.used[key] = self.results[key]
             return
         stored = result.stored_facts if result.stored_facts is not None else _facts_to_json(result.facts)
-        entry: list[Any] = [[[f.line, f.col, f.code, f.message] for f in result.findings], stored]
+        entry: list[Any] = [[list(f)[1:] for f in result.findings], stored]
         if result.dependencies:
             entry.append(result.dependencies)
         self.used[key] = entry

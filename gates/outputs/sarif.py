@@ -12,9 +12,12 @@ from corral.gates.outputs.shared import code_table
 def _sarif_result(finding: Finding, index: int) -> dict[str, object]:
     from urllib.parse import quote
 
+    region = {"startLine": finding.line, "startColumn": finding.col}
+    if finding.end_line:
+        region.update(endLine=finding.end_line, endColumn=finding.end_col)
     location = {
         "artifactLocation": {"uri": quote(finding.path), "uriBaseId": "SRCROOT"},
-        "region": {"startLine": finding.line, "startColumn": finding.col},
+        "region": region,
     }
     return {
         "ruleId": finding.code,
@@ -46,6 +49,8 @@ def render_sarif(result: CheckResult) -> str:
     }
     run = {
         "tool": {"driver": driver},
+        # Columns count characters, as in every other format (SARIF's default is UTF-16 code units).
+        "columnKind": "unicodeCodePoints",
         "originalUriBaseIds": {"SRCROOT": {"uri": result.root.as_uri().rstrip("/") + "/"}},
         "results": [_sarif_result(finding, index[finding.code]) for finding in result.findings],
     }

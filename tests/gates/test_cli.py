@@ -47,6 +47,8 @@ def test_json_output(project) -> None:
                 "col": 1,
                 "code": "CRL101",
                 "message": "threading.Thread outside infra; enqueue a job or call an infra helper instead",
+                "end_line": 2,
+                "end_col": 17,
             }
         ],
         "jobs": [],
