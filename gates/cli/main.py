@@ -1,6 +1,6 @@
 """The `corral` command: `check` runs the gate, `baseline` records the findings a project accepts, `jobs
---static` lists job kinds and their timeouts, `fix` rewrites declarations; `export` configures other tools;
-`worker`, `jobs` and `migrate` drive the runtime.
+--static` lists job kinds and their timeouts, `fix` rewrites declarations; `rule` prints a code's
+documentation; `export` configures other tools; `worker`, `jobs` and `migrate` drive the runtime.
 
 Exit codes: 0 clean, 1 findings, 2 a usage or configuration error.
 """
@@ -96,6 +96,12 @@ def _export(args: argparse.Namespace) -> int:
     return run_export(args)
 
 
+def _rule(args: argparse.Namespace) -> int:
+    from corral.gates.cli.rule import rule_command
+
+    return rule_command(args.code, every=args.all)
+
+
 def _parser() -> argparse.ArgumentParser:
     from corral.gates.outputs import FORMATS
 
@@ -139,6 +145,10 @@ def _parser() -> argparse.ArgumentParser:
     proving.add_argument("--config", metavar="FILE", help="a pyproject.toml or corral.toml to use")
     proving.add_argument("--format", choices=["text", "json"], default="text")
     proving.set_defaults(handler=_prove)
+    rule = commands.add_parser("rule", help="print a rule code's documentation: corral rule CRL101")
+    rule.add_argument("code", nargs="?", metavar="CODE", help="a code or family (CRL101, CRL1); none: list every code")
+    rule.add_argument("--all", action="store_true", help="print every code's documentation")
+    rule.set_defaults(handler=_rule)
     commands.add_parser("worker", help="run a worker process: corral worker MODULE:RUNTIME", add_help=False)
     jobs = commands.add_parser(
         "jobs", help="job counts per queue: corral jobs MODULE:RUNTIME; every job kind's timeout: corral jobs --static"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_corral
+from corral.gates.outputs.rule_docs import DOCS_BASE_URL
 
 SPAWNING = "import threading\nthreading.Thread(target=print).start()\n"
 
@@ -49,6 +50,7 @@ def test_json_output(project) -> None:
                 "message": "threading.Thread outside infra; enqueue a job or call an infra helper instead",
                 "end_line": 2,
                 "end_col": 17,
+                "docs_url": f"{DOCS_BASE_URL}crl1.md#crl101",
             }
         ],
         "jobs": [],
