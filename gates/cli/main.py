@@ -209,13 +209,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Every command reports a configuration it cannot use, or a path that does not exist, the same way.
     try:
         code: int = args.handler(args)
-    except ConfigError as error:
-        print(f"corral: config error: {error}", file=sys.stderr)
-        return EXIT_ERROR
-    except BaselineError as error:
-        print(f"corral: baseline error: {error}", file=sys.stderr)
-        return EXIT_ERROR
-    except FileNotFoundError as error:
-        print(f"corral: no such file or directory: {error.args[0] if error.args else error}", file=sys.stderr)
+    except (ConfigError, BaselineError, FileNotFoundError) as error:
+        message = _error_message(error)
+        if args.command == "check" and args.format == "sarif":
+            # Code scanning reads the log whatever the exit code: an empty one would look like a clean run.
+            from corral.gates.outputs.sarif import render_sarif_failure
+
+            sys.stdout.write(render_sarif_failure(message))
+        print(f"corral: {message}", file=sys.stderr)
         return EXIT_ERROR
     return code
+
+
+def _error_message(error: Exception) -> str:
+    from corral.gates.cli.baseline import BaselineError
+    from corral.gates.config import ConfigError
+
+    if isinstance(error, ConfigError):
+        return f"config error: {error}"
+    if isinstance(error, BaselineError):
+        return f"baseline error: {error}"
+    return f"no such file or directory: {error.args[0] if error.args else error}"

