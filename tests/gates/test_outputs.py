@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import jsonschema
+import junitparser
 import pytest
 import yaml
 from conftest import run_corral
@@ -196,33 +197,64 @@ def test_markdown_cells_cannot_break_the_table() -> None:
     ]
 
 
-def test_junit_has_a_case_per_rule_family(project) -> None:
-    root = project({"app/x.py": SPAWNING, "app/y.py": "import os\nos.fork()\n"})
+class FindingCase(junitparser.TestCase):
+    """A test case as corral writes it: junitparser's, with the file and line CI systems link to."""
+
+    file = junitparser.Attr()
+    line = junitparser.IntAttr()
+
+
+def read_junit(text: str) -> dict[str, list[FindingCase]]:
+    """Each suite's cases, read by junitparser; its counts checked against what it holds."""
+    report = junitparser.JUnitXml.fromstring(text)
+    assert isinstance(report, junitparser.JUnitXml)
+    suites = {}
+    for suite in report:
+        cases = [FindingCase.fromelem(case) for case in suite]
+        stated = (suite.tests, suite.failures, suite.errors, suite.skipped)
+        suite.update_statistics()
+        assert stated == (suite.tests, suite.failures, suite.errors, suite.skipped), suite.name
+        suites[suite.name] = cases
+    return suites
+
+
+def test_junit_has_a_failing_case_per_finding_in_a_suite_per_family(project) -> None:
+    root = project({"app/x.py": SPAWNING, "app/y.py": "import os\nos.fork()\nos.fork()\n"})
     completed = run_corral("check", "--format", "junit", cwd=root)
     assert completed.returncode == 1
-    suites = ET.fromstring(completed.stdout)
-    (suite,) = suites
-    cases = {case.get("name"): case for case in suite.iter("testcase")}
-    assert sorted(cases) == sorted({code[:4] for code in CODES})
-    assert suite.get("tests") == str(len(cases))
-    assert suite.get("failures") == suites.get("failures") == "1"
-    failure = cases["CRL1"].find("failure")
-    assert failure is not None
-    assert failure.get("message") == "2 findings"
-    assert failure.text is not None
-    assert failure.text.splitlines() == [
-        f"app/x.py:2:1: CRL101 {MESSAGE}",
-        f"app/y.py:2:1: CRL102 {MESSAGE.replace('threading.Thread', 'os.fork')}",
+    suites = read_junit(completed.stdout)
+    assert sorted(suites) == sorted({code[:4] for code in CODES})
+    found = [(case.name, case.classname, case.file, case.line, case.is_failure) for case in suites["CRL1"]]
+    assert found == [
+        ("CRL101 app/x.py:2:1", "CRL1", "app/x.py", 2, True),
+        ("CRL102 app/y.py:2:1", "CRL1", "app/y.py", 2, True),
+        ("CRL102 app/y.py:3:1", "CRL1", "app/y.py", 3, True),
     ]
-    assert all(case.find("failure") is None for name, case in cases.items() if name != "CRL1")
+    (failure,) = suites["CRL1"][0].result
+    assert isinstance(failure, junitparser.Failure)
+    assert (failure.type, failure.message) == ("CRL101", MESSAGE)
+    assert failure.text == f"app/x.py:2:1: CRL101 {MESSAGE}\n{docs_url('CRL101')}"
+    for family in ("CRL0", "CRL2", "CRL3", "CRL4"):  # clean families: one passing case each
+        ((case),) = suites[family]
+        assert case.is_passed and case.name == f"{family}: no findings"
+
+
+def test_junit_marks_a_family_select_left_out_as_skipped(project) -> None:
+    root = project({"app/x.py": SPAWNING})
+    completed = run_corral("check", "--format", "junit", "--select", "CRL1", cwd=root)
+    suites = read_junit(completed.stdout)
+    assert [case.is_skipped for case in suites["CRL2"]] == [True]
+    assert [case.is_failure for case in suites["CRL1"]] == [True]
+    assert suites["CRL0"][0].is_passed  # CRL0 always runs
 
 
 def test_junit_is_valid_xml_whatever_the_text() -> None:
     odd = AWKWARD._replace(message='bell \x07 escape \x1b <tag> & "quotes" ]]>')
     suites = ET.fromstring(render_junit(result_with(odd)))
-    failure = suites.find("./testsuite/testcase[@name='CRL1']/failure")
+    failure = suites.find("./testsuite[@name='CRL1']/testcase/failure")
     assert failure is not None and failure.text is not None
     assert 'bell \ufffd escape \ufffd <tag> & "quotes" ]]>' in failure.text
+    assert failure.get("message") == 'bell \ufffd escape \ufffd <tag> & "quotes" ]]>'
 
 
 def run_gate(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
