@@ -312,7 +312,65 @@ def test_github_actions_example_runs_the_gate_and_uploads_sarif() -> None:
     assert workflow["permissions"]["security-events"] == "write"
 
 
-@pytest.mark.parametrize("format_name", ["github", "sarif", "markdown", "junit"])
+@pytest.mark.parametrize("format_name", ["github", "sarif", "markdown", "junit", "gitlab"])
 def test_every_format_is_a_check_choice(project, format_name: str) -> None:
     completed = run_corral("check", "--format", format_name, cwd=project({"a.py": "x = 1\n"}))
     assert completed.returncode == 0, completed.stderr
+
+
+# GitLab's documented Code Quality report (docs.gitlab.com, "Code Quality report format"): a JSON array of
+# issues, each with these fields; `severity` one of GitLab's five.
+GITLAB_ISSUE = {
+    "type": "object",
+    "required": ["description", "check_name", "fingerprint", "severity", "location"],
+    "properties": {
+        "description": {"type": "string", "minLength": 1},
+        "check_name": {"type": "string", "minLength": 1},
+        "fingerprint": {"type": "string", "minLength": 1},
+        "severity": {"enum": ["info", "minor", "major", "critical", "blocker"]},
+        "location": {
+            "type": "object",
+            "required": ["path", "lines"],
+            "properties": {
+                "path": {"type": "string", "minLength": 1},
+                "lines": {
+                    "type": "object",
+                    "required": ["begin"],
+                    "properties": {"begin": {"type": "integer", "minimum": 1}, "end": {"type": "integer"}},
+                },
+            },
+        },
+    },
+}
+
+
+def gitlab_for(root: Path) -> list[dict]:
+    completed = run_corral("check", "--format", "gitlab", cwd=root)
+    issues = json.loads(completed.stdout)
+    jsonschema.validate(issues, {"type": "array", "items": GITLAB_ISSUE})
+    assert len({issue["fingerprint"] for issue in issues}) == len(issues)  # GitLab keeps one per fingerprint
+    return issues
+
+
+def test_gitlab_code_quality_report(project) -> None:
+    root = project({"app/x.py": SPAWNING + "threading.Thread(target=print).start()\n", "app/y.py": "x = 1\n"})
+    issues = gitlab_for(root)
+    assert [(i["check_name"], i["location"]["path"], i["location"]["lines"]["begin"]) for i in issues] == [
+        ("CRL101", "app/x.py", 2),
+        ("CRL101", "app/x.py", 3),
+    ]
+    assert issues[0]["description"] == f"CRL101 {MESSAGE}"
+    assert {issue["severity"] for issue in issues} == {"major"}
+    # Moved down: the same fingerprints; the line edited: another one.
+    fingerprints = [issue["fingerprint"] for issue in issues]
+    (root / "app/x.py").write_text("\n\n" + SPAWNING + "threading.Thread(target=print).start()\n")
+    assert [(i["location"]["lines"]["begin"], i["fingerprint"]) for i in gitlab_for(root)] == [
+        (4, fingerprints[0]),
+        (5, fingerprints[1]),
+    ]
+    (root / "app/x.py").write_text("import threading\nthreading.Thread(target=len).start()\n")
+    assert gitlab_for(root)[0]["fingerprint"] not in fingerprints
+
+
+def test_gitlab_report_of_a_clean_project_is_an_empty_array(project) -> None:
+    assert gitlab_for(project({"app/x.py": "x = 1\n"})) == []
