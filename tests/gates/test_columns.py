@@ -117,3 +117,18 @@ def test_flake8_counts_characters_as_its_own_pycodestyle_checks_do(non_ascii: Pa
         for path, line, col in re.findall(r"^(\S+):(\d+):(\d+): E702", style.stdout, re.M)
     }
     assert semicolons == {(path, 2, line.index(";") + 1) for path, line in LINES.items()}
+
+
+def test_a_syntax_error_is_placed_where_ruff_places_it(project) -> None:
+    line = 'label = ["é中🎉"] + )'
+    root = project({"app/bad.py": f"import threading\nthreading.Thread()\n{line}\n"})
+    completed = run_corral("check", "--no-cache", cwd=root)
+    assert completed.stdout.startswith(f"app/bad.py:3:{line.index(')') + 1}: CRL001 file has invalid syntax")
+    ruff = subprocess.run(
+        [RUFF, "check", "--isolated", "--no-cache", "--output-format", "concise", "app/bad.py"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ruff.stdout.startswith(f"app/bad.py:3:{line.index(')') + 1}: ")
