@@ -14,7 +14,14 @@ from typing import Any
 from corral.gates.engine.run import CheckResult
 from corral.gates.findings import Finding, code_family
 from corral.gates.outputs.fingerprints import fingerprinted
-from corral.gates.outputs.rule_docs import DOCS_BASE_URL, FAMILY_TOPICS, code_documentation, docs_url, documented_codes
+from corral.gates.outputs.rule_docs import (
+    DOCS_BASE_URL,
+    FAMILY_TOPICS,
+    RuleDoc,
+    code_documentation,
+    docs_url,
+    documented_codes,
+)
 from corral.gates.outputs.shared import code_table
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -34,7 +41,7 @@ def _log(run: dict[str, Any]) -> str:
     return json.dumps(document, indent=2) + "\n"
 
 
-def _rule(code: str, summary: str) -> dict[str, Any]:
+def _rule(code: str, summary: str, doc: RuleDoc | None) -> dict[str, Any]:
     family = code_family(code)
     rule: dict[str, Any] = {
         "id": code,
@@ -43,7 +50,6 @@ def _rule(code: str, summary: str) -> dict[str, Any]:
         "defaultConfiguration": {"level": "error"},
         "properties": {"tags": ["corral", family, FAMILY_TOPICS.get(family, family)]},
     }
-    doc = documented_codes().get(code)
     if doc is None:  # a code a finding carries that no rule documents: its summary is all there is
         rule.update(fullDescription={"text": summary}, help={"text": summary})
         return rule
@@ -68,6 +74,7 @@ def render_sarif(result: CheckResult) -> str:
     from urllib.parse import quote
 
     rules = code_table(result)
+    documented = documented_codes()
     index = {code: position for position, code in enumerate(rules)}
     results = [
         {
@@ -89,7 +96,9 @@ def render_sarif(result: CheckResult) -> str:
     ]
     return _log(
         {
-            "tool": {"driver": _driver([_rule(code, summary) for code, summary in rules.items()])},
+            "tool": {
+                "driver": _driver([_rule(code, summary, documented.get(code)) for code, summary in rules.items()])
+            },
             "invocations": [{"executionSuccessful": True}],
             "originalUriBaseIds": {"SRCROOT": {"uri": result.root.as_uri().rstrip("/") + "/"}},
             "results": results,
