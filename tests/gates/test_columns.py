@@ -71,6 +71,11 @@ def test_json(non_ascii: Path) -> None:
     assert {(f["path"], f["end_line"], f["end_col"]) for f in findings} == {
         (path, line, col + len("threading.Thread")) for path, line, col in expected()
     }
+    # Stored in the cache and read back from it, the findings keep their columns and ends.
+    for _ in range(2):
+        completed = run_corral("check", "--format", "json", cwd=non_ascii)
+        assert json.loads(completed.stdout)["findings"] == findings
+    assert (non_ascii / ".corral_cache").is_dir()
 
 
 def test_github(non_ascii: Path) -> None:
