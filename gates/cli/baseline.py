@@ -1,19 +1,18 @@
 """The baseline: the findings a project accepted when it adopted corral, so that `corral check --baseline FILE`
 fails only on new ones; `corral baseline [PATH...]` writes it.
 
-An entry is keyed by the finding's path (relative to the project root), its code and a fingerprint of the
-offending line's text with whitespace collapsed, plus an occurrence index among identical keys of one file
-(in line order): moving code or re-indenting it keeps its entry, editing the line does not. An entry that no
+An entry is keyed by the finding's path (relative to the project root), its code and its fingerprint
+(`outputs.fingerprints`: the offending line's text with whitespace collapsed, plus an occurrence index among
+identical keys of one file), which SARIF results carry too: moving code or re-indenting it keeps its entry,
+editing the line does not. An entry that no
 longer occurs is reported as fixed and fails the run until the baseline is rewritten, so a baseline only
 shrinks. Nothing is suppressed inline or by path: the file lists each accepted finding.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -21,12 +20,12 @@ from typing import Any, NamedTuple
 from corral.gates.config import Config
 from corral.gates.engine.run import CheckResult
 from corral.gates.findings import Finding
+from corral.gates.outputs.fingerprints import fingerprinted
 
 DEFAULT_BASELINE = "corral-baseline.json"
 VERSION = 1
 # How much of the offending line an entry shows a reviewer; the fingerprint covers all of it.
 SHOWN_TEXT = 120
-_LINE_BREAKS = re.compile(r"\r\n|\r|\n")
 
 
 class BaselineError(Exception):
@@ -50,42 +49,19 @@ class Applied(NamedTuple):
     accepted: int
 
 
-def _lines_of(path: Path, max_bytes: int, given: bytes | None) -> list[str]:
-    """The lines of the file at `path`, or of its source `given` in memory (stdin)."""
-    from corral.gates.source.parsing import Uncheckable, decode, read_source
-
-    try:
-        data = read_source(str(path), max_bytes) if given is None else given
-        text = decode(data)
-    except (OSError, Uncheckable):
-        return []  # the finding says why the file cannot be read; its line text is then empty
-    return _LINE_BREAKS.split(text)
-
-
-def _normalised(text: str) -> str:
-    return " ".join(text.split())
-
-
 def keyed(
     findings: Iterable[Finding], config: Config, sources: Mapping[str, bytes] | None = None
 ) -> list[tuple[Entry, Finding, str]]:
     """Every finding with its entry and the offending line's normalised text, read from `sources` (relative
     path to the source that was checked, as read from stdin) for the files it holds, else from disk."""
-    lines: dict[str, list[str]] = {}
-    seen: dict[tuple[str, str, str], int] = {}
-    keyed_findings = []
-    for finding in sorted(findings, key=lambda f: (f.path, f.line, f.col, f.code, f.message)):
-        if finding.path not in lines:
-            given = (sources or {}).get(finding.path)
-            lines[finding.path] = _lines_of(config.root / finding.path, config.max_file_size, given)
-        file_lines = lines[finding.path]
-        text = _normalised(file_lines[finding.line - 1]) if 0 < finding.line <= len(file_lines) else ""
-        fingerprint = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
-        group = (finding.path, finding.code, fingerprint)
-        occurrence = seen.get(group, 0)
-        seen[group] = occurrence + 1
-        keyed_findings.append((Entry(finding.path, finding.code, fingerprint, occurrence), finding, text))
-    return keyed_findings
+    return [
+        (
+            Entry(marked.finding.path, marked.finding.code, marked.fingerprint, marked.occurrence),
+            marked.finding,
+            marked.text,
+        )
+        for marked in fingerprinted(findings, config.root, config.max_file_size, sources)
+    ]
 
 
 def read_baseline(path: Path) -> dict[Entry, str]:

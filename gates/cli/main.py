@@ -1,6 +1,6 @@
 """The `corral` command: `check` runs the gate, `baseline` records the findings a project accepts, `jobs
---static` lists job kinds and their timeouts, `fix` rewrites declarations; `export` configures other tools;
-`worker`, `jobs` and `migrate` drive the runtime.
+--static` lists job kinds and their timeouts, `fix` rewrites declarations; `rule` prints a code's
+documentation; `export` configures other tools; `worker`, `jobs` and `migrate` drive the runtime.
 
 Exit codes: 0 clean, 1 findings, 2 a usage or configuration error (or, for `check`, a report it could not
 write).
@@ -162,6 +162,12 @@ exit codes:
 """
 
 
+def _rule(args: argparse.Namespace) -> int:
+    from corral.gates.cli.rule import rule_command
+
+    return rule_command(args.code, every=args.all)
+
+
 def _parser() -> argparse.ArgumentParser:
     from corral.gates.cli.reports import COLOR_CHOICES, FormatAction, OutputFileAction
     from corral.gates.outputs import FORMATS
@@ -252,6 +258,10 @@ def _parser() -> argparse.ArgumentParser:
     proving.add_argument("--config", metavar="FILE", help=config_help)
     proving.add_argument("--format", choices=["text", "json"], default="text", help="the report (default: text)")
     proving.set_defaults(handler=_prove, command_parser=proving)
+    rule = commands.add_parser("rule", help="print a rule code's documentation: corral rule CRL101")
+    rule.add_argument("code", nargs="?", metavar="CODE", help="a code or family (CRL101, CRL1); none: list every code")
+    rule.add_argument("--all", action="store_true", help="print every code's documentation")
+    rule.set_defaults(handler=_rule, command_parser=rule)
     commands.add_parser("worker", help="run a worker process: corral worker MODULE:RUNTIME", add_help=False)
     jobs = commands.add_parser(
         "jobs", help="job counts per queue: corral jobs MODULE:RUNTIME; every job kind's timeout: corral jobs --static"
@@ -339,13 +349,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Every command reports a configuration it cannot use, or a path that does not exist, the same way.
     try:
         code: int = args.handler(args)
-    except ConfigError as error:
-        print(f"corral: config error: {error}", file=sys.stderr)
-        return EXIT_ERROR
-    except BaselineError as error:
-        print(f"corral: baseline error: {error}", file=sys.stderr)
-        return EXIT_ERROR
-    except FileNotFoundError as error:
-        print(f"corral: no such file or directory: {error.args[0] if error.args else error}", file=sys.stderr)
+    except (ConfigError, BaselineError, FileNotFoundError) as error:
+        message = _error_message(error)
+        sarif = [report for report in getattr(args, "outputs", None) or [] if report.format == "sarif"]
+        if args.command == "check" and sarif:
+            # Code scanning reads the log whatever the exit code: an empty one would look like a clean run.
+            from corral.gates.cli.reports import write_reports
+            from corral.gates.outputs.sarif import render_sarif_failure
+
+            write_reports(sarif, lambda _: render_sarif_failure(message))
+        print(f"corral: {message}", file=sys.stderr)
         return EXIT_ERROR
     return code
+
+
+def _error_message(error: Exception) -> str:
+    from corral.gates.cli.baseline import BaselineError
+    from corral.gates.config import ConfigError
+
+    if isinstance(error, ConfigError):
+        return f"config error: {error}"
+    if isinstance(error, BaselineError):
+        return f"baseline error: {error}"
+    return f"no such file or directory: {error.args[0] if error.args else error}"

@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from corral.gates.config import Config, ConfigError, did_you_mean, warn
+from corral.gates.config import DEFAULT_MAX_FILE_SIZE, Config, ConfigError, did_you_mean, warn
 from corral.gates.engine.cache import Cache, DamagedCache, FileResult, Stamp
 from corral.gates.engine.infra.parallel import map_paths
 from corral.gates.findings import Finding
@@ -98,7 +98,7 @@ def run_project_checks(results: Mapping[str, FileResult], config: Config, report
 
 class CheckResult(NamedTuple):
     """The outcome of one run: how many files were checked and every finding, sorted; what `select` left
-    out."""
+    out; the bound files were read under (outputs that read a finding's line again keep to it)."""
 
     root: Path
     files: int
@@ -106,6 +106,9 @@ class CheckResult(NamedTuple):
     results: dict[str, FileResult]
     reports: dict[str, Any]
     not_run: tuple[str, ...] = ()
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    # The sources checked from memory (stdin), by relative path: outputs read a finding's line from them.
+    sources: Mapping[str, bytes] | None = None
 
 
 def relative_path(path: str, root: Path) -> str:
@@ -338,7 +341,9 @@ def check_paths(paths: Sequence[str], config: Config, *, use_cache: bool = True)
     if cache is not None:
         cache.save()
     findings.extend(project_findings)
-    return CheckResult(config.root, len(outcomes), sorted(findings), results, reports, not_run(config.select))
+    return CheckResult(
+        config.root, len(outcomes), sorted(findings), results, reports, not_run(config.select), config.max_file_size
+    )
 
 
 Outcome = tuple[Stamp | None, str | None, FileResult, bool]
@@ -372,13 +377,23 @@ def check_sources(pairs: Iterable[tuple[str, bytes]], config: Config) -> CheckRe
     at that path, whole-project checks included, as `check_paths` judges those files named alone; no cache.
     Content over `max-file-size` is CRL001, as on disk."""
     selected_codes(config.select, _select_key(config))
+    sources = dict(pairs)
     results = {
         relpath: check_source(relpath, data, config)
         if len(data) <= config.max_file_size
         else FileResult(findings=(uncheckable(relpath, too_large(config.max_file_size)),))
-        for relpath, data in pairs
+        for relpath, data in sources.items()
     }
     findings = [finding for result in results.values() for finding in result.findings]
     reports: dict[str, Any] = {}
     findings.extend(run_project_checks(results, config, reports))
-    return CheckResult(config.root, len(results), sorted(findings), results, reports, not_run(config.select))
+    return CheckResult(
+        config.root,
+        len(results),
+        sorted(findings),
+        results,
+        reports,
+        not_run(config.select),
+        config.max_file_size,
+        sources,
+    )

@@ -1,10 +1,12 @@
-"""`--format json`: the findings and the whole-project checks' report sections, as one JSON document."""
+"""`--format json`: the findings (each with its code's `docs_url`) and the whole-project checks' report sections,
+as one JSON document."""
 
 from __future__ import annotations
 
 import json
 
 from corral.gates.engine.run import CheckResult
+from corral.gates.outputs.rule_docs import docs_url
 
 
 def render_json(result: CheckResult) -> str:
@@ -12,7 +14,7 @@ def render_json(result: CheckResult) -> str:
         "version": 1,
         "root": str(result.root),
         "files": result.files,
-        "findings": [finding.as_dict() for finding in result.findings],
+        "findings": [{**finding.as_dict(), "docs_url": docs_url(finding.code)} for finding in result.findings],
         **result.reports,
     }
     if result.not_run:  # only a run narrowed by `select` left anything out

@@ -303,7 +303,12 @@ class ConnectionBudget(Rule, ScopedVisitor):
         value = self.values.number(node, self.scope)
         unresolved = value.reason if isinstance(value, Unresolved) else None
         number = None if isinstance(value, Unresolved) else value
-        record_fact(DatabaseSetting(node.lineno, node.col_offset + 1, setting, number, unresolved), self.context)
+        record_fact(
+            DatabaseSetting(
+                node.lineno, self.context.column(node.lineno, node.col_offset), setting, number, unresolved
+            ),
+            self.context,
+        )
 
     def _engine_calls(self, value: ast.expr) -> Iterator[ast.Call]:
         """The engine factory calls `value` makes as the module runs (`sessionmaker(bind=create_engine(...))`
@@ -389,7 +394,7 @@ class ConnectionBudget(Rule, ScopedVisitor):
         queues = self._queues(keywords.get("queues"), call, unresolved)
         return BudgetFact(
             line=call.lineno,
-            col=call.col_offset + 1,
+            col=self.context.column(call.lineno, call.col_offset),
             relay=settings["relay"],
             max_conns=settings["max_conns"],
             reserve=settings["reserve"],
