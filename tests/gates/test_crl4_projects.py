@@ -383,9 +383,9 @@ def test_the_pre_pass_stays_fast_on_comments_made_of_hashes(tmp_path: Path) -> N
     (tmp_path / "banner.py").write_text(
         f"from django.db import transaction\n\ndef f():\n    return {hashes}\n\ndef g(x):\n    return x.  {hashes}\n"
     )
-    started = time.perf_counter()
+    started = time.process_time()
     assert wrapper_words(tmp_path) == frozenset()
-    assert time.perf_counter() - started < 2
+    assert time.process_time() - started < 2
 
 
 def test_the_cache_spells_the_summary_prefix_as_the_analysis_does() -> None:
