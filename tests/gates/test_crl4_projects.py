@@ -469,9 +469,15 @@ JOB_MODULES = {
 def test_a_huey_task_call_enqueues_while_celery_dramatiq_and_rq_calls_run_the_body(project) -> None:
     # Calling a Huey task enqueues it (its body runs in a worker); a Celery task, a Dramatiq actor and an RQ
     # `@job` function called directly run their bodies right there. The second `def ping` is the one bound.
+    # The Huey calls are CRL402 instead: each enqueues its job inside the transaction.
     root = project(JOB_MODULES)
     post = "requests.post (app/tasks.py:{})"
+    early = "inside transaction.atomic(); the task can run before the commit: use transaction.on_commit(...)"
     assert [line for line in findings(root, "--no-cache") if "app/views.py" in line] == [
+        f"app/views.py:6:9: CRL402 notify() {early}",
+        f"app/views.py:7:9: CRL402 sweep() {early}",
+        f"app/views.py:8:9: CRL402 audit() {early}",
+        f"app/views.py:9:9: CRL402 remote() {early}",
         f"app/views.py:11:9: CRL401 deliver() -> {post.format(30)} {ADVICE}",
         f"app/views.py:12:9: CRL401 push() -> {post.format(34)} {ADVICE}",
         f"app/views.py:13:9: CRL401 send() -> {post.format(38)} {ADVICE}",
