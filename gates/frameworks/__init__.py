@@ -87,7 +87,8 @@ def enqueue_of(call: ast.Call, scope: Scope, module: ModuleInfo, functions: Proj
                 if found is not None:
                     return found
     if isinstance(func, (ast.Name, ast.Attribute)):
-        for callee in functions.callees(call, scope, module):
+        # A task's call enqueues it whether or not it is a coroutine function awaited here.
+        for callee in functions.callees(call, scope, module, runs_now=False):
             if call_enqueues(callee.function, callee.module, functions.project):
                 return JobEnqueue(f"{callee.shown}()", call)
     return None
