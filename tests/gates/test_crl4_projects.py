@@ -482,3 +482,34 @@ def test_a_huey_task_call_enqueues_while_celery_dramatiq_and_rq_calls_run_the_bo
         f"app/views.py:12:9: CRL401 push() -> {post.format(34)} {ADVICE}",
         f"app/views.py:13:9: CRL401 send() -> {post.format(38)} {ADVICE}",
     ]
+
+
+ENQUEUES = PROJECTS / "enqueues"
+EARLY = "the task can run before the commit: use send_receipt.delay_on_commit(...) or transaction.on_commit(...)"
+
+
+def test_an_enqueue_is_reported_at_the_call_that_reaches_it_with_its_chain(tmp_path: Path) -> None:
+    root = tmp_path / "enqueues"
+    shutil.copytree(ENQUEUES, root)
+    delay = "send_receipt.delay (shop/notify.py:5)"
+    assert findings(root, "--no-cache") == [
+        f"shop/views.py:10:9: CRL402 send_receipt.delay inside transaction.atomic(); {EARLY}",
+        f"shop/views.py:11:9: CRL402 receipt_for() -> {delay} inside transaction.atomic(); {EARLY}",
+        f"shop/views.py:12:9: CRL402 Notifier.order_placed() -> receipt_for() -> {delay} inside transaction.atomic(); "
+        + EARLY,
+        f"shop/views.py:22:9: CRL402 receipt_for() -> {delay} inside unit_of_work() "
+        f"(shop/db.py:8: transaction.atomic()); {EARLY}",
+    ]
+    # The helper stops enqueueing: the cached result of views.py, which depends on it, is not served.
+    assert len(findings(root)) == 4
+    notify = root / "shop" / "notify.py"
+    notify.write_text(notify.read_text().replace("    send_receipt.delay(order.pk)", "    return order"))
+    assert [line.split(": CRL")[0] for line in findings(root)] == ["shop/views.py:10:9"]
+
+
+def test_flake8_reports_the_same_enqueues(tmp_path: Path) -> None:
+    root = tmp_path / "enqueues"
+    shutil.copytree(ENQUEUES, root)
+    completed = run_flake8_crl("shop/views.py", cwd=root)
+    assert completed.returncode == 1, completed.stderr
+    assert completed.stdout.splitlines() == findings(root, "--no-cache")
