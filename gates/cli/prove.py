@@ -1,8 +1,8 @@
 """`corral prove`: a gate that has never been red proves nothing.
 
-Copies the project to a scratch directory, plants one violation per rule family where the project
-gives the family something to attach to, runs the gate on the copy and reports, per family, whether it
-went red on exactly the planted line. The project itself is never touched.
+Copies the project to a scratch directory, plants one violation per rule family (CRL4: a network call and an
+enqueue, one each) where the project gives the family something to attach to, runs the gate on the copy and
+reports, per family, whether it went red on exactly the planted line. The project itself is never touched.
 """
 
 from __future__ import annotations
@@ -101,6 +101,29 @@ def plant_call_in_transaction(scratch: Scratch) -> Plant | None:
     return _append(scratch, relpath, lines, 5)
 
 
+def plant_enqueue_in_transaction(scratch: Scratch) -> Plant | None:
+    """A task of its own (with a limit, so CRL2 stays quiet) enqueued inside `transaction.atomic()`: CRL402."""
+    relpath = _domain_module(scratch)
+    if relpath is None:
+        return None
+    lines = [
+        f"from celery import shared_task as _corral_prove_shared_task{MARK}",
+        "",
+        "",
+        "@_corral_prove_shared_task(time_limit=1)",
+        "def _corral_prove_task() -> None:",
+        "    return None",
+        "",
+        "",
+        "def _corral_prove_enqueue() -> None:",
+        "    from django.db import transaction",
+        "",
+        "    with transaction.atomic():",
+        "        _corral_prove_task.delay()",
+    ]
+    return _append(scratch, relpath, lines, len(lines) - 1)
+
+
 _DECORATOR = re.compile(r"@([A-Za-z_][\w.]*)")
 
 
@@ -173,6 +196,7 @@ PLANTERS: list[tuple[str, str, Planter]] = [
     (UnmanagedConcurrency.family(), "a thread started in a domain module", plant_unmanaged_thread),
     (JobTimeouts.family(), "a job kind without a hard timeout", plant_job_without_timeout),
     (NetworkInTransaction.family(), "a network call inside a transaction", plant_call_in_transaction),
+    (NetworkInTransaction.family(), "a job enqueued inside a transaction", plant_enqueue_in_transaction),
 ]
 
 
