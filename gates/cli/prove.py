@@ -75,39 +75,40 @@ def _domain_module(scratch: Scratch) -> str | None:
     return None
 
 
-def plant_unmanaged_thread(scratch: Scratch) -> Plant | None:
+def _append_to_domain_module(scratch: Scratch, lines: list[str], target: int) -> Plant | None:
+    """`_append` to the first module the domain rules judge (None when there is none)."""
     relpath = _domain_module(scratch)
-    if relpath is None:
-        return None
+    return _append(scratch, relpath, lines, target) if relpath is not None else None
+
+
+def plant_unmanaged_thread(scratch: Scratch) -> Plant | None:
     lines = [
         f"import threading as _corral_prove_threading{MARK}",
         f"_corral_prove_threading.Thread(target=print){MARK}",
     ]
-    return _append(scratch, relpath, lines, 1)
+    return _append_to_domain_module(scratch, lines, 1)
+
+
+def _in_django_transaction(
+    scratch: Scratch, head: list[str], name: str, imports: list[str], statement: str
+) -> Plant | None:
+    """`head`, then a function `name` that runs `statement` inside `transaction.atomic()` (the line the family
+    must report), appended to a domain module."""
+    lines = [*head, f"def {name}() -> None:", *imports, "    from django.db import transaction"]
+    lines += ["", "    with transaction.atomic():", f"        {statement}"]
+    lines[0] += MARK
+    return _append_to_domain_module(scratch, lines, len(lines) - 1)
 
 
 def plant_call_in_transaction(scratch: Scratch) -> Plant | None:
-    relpath = _domain_module(scratch)
-    if relpath is None:
-        return None
-    lines = [
-        f"def _corral_prove_transaction() -> None:{MARK}",
-        "    import requests",
-        "    from django.db import transaction",
-        "",
-        "    with transaction.atomic():",
-        '        requests.post("https://corral-prove.invalid", timeout=1)',
-    ]
-    return _append(scratch, relpath, lines, 5)
+    post = 'requests.post("https://corral-prove.invalid", timeout=1)'
+    return _in_django_transaction(scratch, [], "_corral_prove_transaction", ["    import requests"], post)
 
 
 def plant_enqueue_in_transaction(scratch: Scratch) -> Plant | None:
     """A task of its own (with a limit, so CRL2 stays quiet) enqueued inside `transaction.atomic()`: CRL402."""
-    relpath = _domain_module(scratch)
-    if relpath is None:
-        return None
-    lines = [
-        f"from celery import shared_task as _corral_prove_shared_task{MARK}",
+    task = [
+        "from celery import shared_task as _corral_prove_shared_task",
         "",
         "",
         "@_corral_prove_shared_task(time_limit=1)",
@@ -115,13 +116,8 @@ def plant_enqueue_in_transaction(scratch: Scratch) -> Plant | None:
         "    return None",
         "",
         "",
-        "def _corral_prove_enqueue() -> None:",
-        "    from django.db import transaction",
-        "",
-        "    with transaction.atomic():",
-        "        _corral_prove_task.delay()",
     ]
-    return _append(scratch, relpath, lines, len(lines) - 1)
+    return _in_django_transaction(scratch, task, "_corral_prove_enqueue", [], "_corral_prove_task.delay()")
 
 
 _DECORATOR = re.compile(r"@([A-Za-z_][\w.]*)")

@@ -143,10 +143,13 @@ def test_methods_of_project_classes_are_followed_across_modules(tmp_path: Path) 
     ]
 
 
-def test_flake8_follows_project_classes_as_the_command_does(tmp_path: Path) -> None:
-    root = tmp_path / "clients"
-    shutil.copytree(CLIENTS, root)
-    completed = run_flake8_crl("app/views.py", cwd=root)
+@pytest.mark.parametrize(("name", "checked"), [("clients", "app/views.py"), ("enqueues", "shop/views.py")])
+def test_flake8_follows_project_classes_and_enqueues_as_the_command_does(
+    tmp_path: Path, name: str, checked: str
+) -> None:
+    root = tmp_path / name
+    shutil.copytree(PROJECTS / name, root)
+    completed = run_flake8_crl(checked, cwd=root)
     assert completed.returncode == 1, completed.stderr
     assert completed.stdout.splitlines() == findings(root, "--no-cache")
 
@@ -505,11 +508,3 @@ def test_an_enqueue_is_reported_at_the_call_that_reaches_it_with_its_chain(tmp_p
     notify = root / "shop" / "notify.py"
     notify.write_text(notify.read_text().replace("    send_receipt.delay(order.pk)", "    return order"))
     assert [line.split(": CRL")[0] for line in findings(root)] == ["shop/views.py:10:9"]
-
-
-def test_flake8_reports_the_same_enqueues(tmp_path: Path) -> None:
-    root = tmp_path / "enqueues"
-    shutil.copytree(ENQUEUES, root)
-    completed = run_flake8_crl("shop/views.py", cwd=root)
-    assert completed.returncode == 1, completed.stderr
-    assert completed.stdout.splitlines() == findings(root, "--no-cache")
