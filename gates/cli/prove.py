@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from corral.gates.config import Config, load_config
 from corral.gates.engine.run import CheckResult, check_paths
 from corral.gates.findings import code_family
-from corral.gates.frameworks import BY_NAME
+from corral.gates.frameworks import BY_NAME, FRAMEWORKS
 from corral.gates.rules.base import EngineCodes
 from corral.gates.rules.connection_budget import ConnectionBudget, ConnectionBudgetCheck
 from corral.gates.rules.job_report import JobsReport
@@ -106,18 +106,13 @@ def plant_call_in_transaction(scratch: Scratch) -> Plant | None:
 
 
 def plant_enqueue_in_transaction(scratch: Scratch) -> Plant | None:
-    """A task of its own (with a limit, so CRL2 stays quiet) enqueued inside `transaction.atomic()`: CRL402."""
-    task = [
-        "from celery import shared_task as _corral_prove_shared_task",
-        "",
-        "",
-        "@_corral_prove_shared_task(time_limit=1)",
-        "def _corral_prove_task() -> None:",
-        "    return None",
-        "",
-        "",
-    ]
-    return _in_django_transaction(scratch, task, "_corral_prove_enqueue", [], "_corral_prove_task.delay()")
+    """A task of its own, declared with the first framework's `enqueue_plant` (with a limit, so CRL2 stays
+    quiet), enqueued inside `transaction.atomic()`: CRL402."""
+    plant = next(framework.enqueue_plant for framework in FRAMEWORKS if framework.enqueue_plant is not None)
+    decorator = "_corral_prove_task_decorator"
+    task = [plant.imports.format(name=decorator), "", "", f"@{decorator}{plant.arguments}"]
+    task += ["def _corral_prove_task() -> None:", "    return None", "", ""]
+    return _in_django_transaction(scratch, task, "_corral_prove_enqueue", [], f"_corral_prove_task.{plant.method}()")
 
 
 _DECORATOR = re.compile(r"@([A-Za-z_][\w.]*)")

@@ -88,6 +88,15 @@ class Decoration(NamedTuple):
     factories: tuple[Located, ...] = ()
 
 
+class EnqueuePlant(NamedTuple):
+    """What `corral prove` writes to plant a CRL402 with a framework: the import binding its task decorator to
+    `{name}`, the decorator's arguments (a limit, so CRL2 stays quiet) and the method that enqueues the task."""
+
+    imports: str
+    arguments: str
+    method: str
+
+
 class Framework:
     """One job framework CRL2 knows. Subclasses set the class attributes and override the hooks that
     recognise its declarations; every hook reports kinds through `finder.add` / `finder.fail`."""
@@ -118,6 +127,8 @@ class Framework:
     # The methods whose call may enqueue a job of this framework (`send_receipt.delay()`, `queue.enqueue(fn)`;
     # `CALLED` for a call of what a call returns): `enqueued` is asked only about these (CRL402).
     enqueue_methods: ClassVar[frozenset[str]] = frozenset()
+    # What `corral prove` plants for CRL402 with this framework (None: it plants none with it).
+    enqueue_plant: ClassVar[EnqueuePlant | None] = None
     # Rule examples (see `corral.gates.rules.base.Rule`), joined into the CRL2 rule's own.
     VALID: ClassVar[tuple[str, ...]] = ()
     INVALID: ClassVar[tuple[str, ...]] = ()

@@ -20,6 +20,7 @@ from corral.gates.frameworks.base import (
     UNRESOLVED,
     UNSET,
     Decoration,
+    EnqueuePlant,
     Framework,
     Function,
     Limit,
@@ -70,6 +71,7 @@ class Celery(Framework):
     fix_keyword = "time_limit"
     decorators = SHARED
     enqueue_methods = frozenset({*TASK_ENQUEUES, SEND_TASK, CALLED})
+    enqueue_plant = EnqueuePlant("from celery import shared_task as {name}", "(time_limit=1)", "delay")
 
     VALID = (
         """
