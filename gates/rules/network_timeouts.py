@@ -57,7 +57,7 @@ from corral.gates.analysis.scoped import scoped_parts
 from corral.gates.analysis.values import Located, StaticValues, Unresolved
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.frameworks import call_enqueues, job_kinds
+from corral.gates.frameworks import call_enqueues, enqueue_of, job_kinds
 from corral.gates.frameworks.base import JobKind, keyword
 from corral.gates.frameworks.walk import ASYNC_TIMEOUTS, WAIT_FOR
 from corral.gates.knowledge.network import CALLS, CLIENTS, CONFIGURED, DJANGO_MAIL, NetworkCall, NetworkCalls
@@ -145,7 +145,7 @@ class NetworkTimeouts(Rule):
     @cached_property
     def reach(self) -> NetworkReach:
         """What the project functions called in a job's body reach (other modules read on demand)."""
-        return NetworkReach.of_file(self.context, call_enqueues)
+        return NetworkReach.of_file(self.context, call_enqueues, enqueue_of)
 
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:

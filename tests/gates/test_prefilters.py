@@ -67,6 +67,7 @@ PROJECTS = [
     FIXTURES_ROOT / "crl4_projects" / "clients",
     FIXTURES_ROOT / "crl4_projects" / "wrappers",
     FIXTURES_ROOT / "crl4_projects" / "signals",
+    FIXTURES_ROOT / "crl4_projects" / "enqueues",
 ]
 PROJECT_FILES = [(root, path) for root in PROJECTS for path in sorted(root.rglob("*.py"))]
 

@@ -56,7 +56,7 @@ def test_all_and_the_list_cover_every_code(tmp_path: Path) -> None:
 def test_an_unknown_code_is_an_error_with_the_nearest(tmp_path: Path) -> None:
     typo = run_corral("rule", "CRL4O1", cwd=tmp_path)
     assert typo.returncode == 2 and typo.stdout == ""
-    assert typo.stderr == "corral rule: no rule code or family 'CRL4O1'; did you mean CRL401, CRL301, CRL210?\n"
+    assert typo.stderr == "corral rule: no rule code or family 'CRL4O1'; did you mean CRL401, CRL402, CRL301?\n"
     short = run_corral("rule", "CRL10", cwd=tmp_path)
     assert short.returncode == 2 and "did you mean CRL101, CRL102, CRL103?" in short.stderr
     unrelated = run_corral("rule", "E501", cwd=tmp_path)
