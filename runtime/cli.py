@@ -1,9 +1,9 @@
-"""The ``corral worker``, ``corral jobs`` and ``corral migrate`` commands: :func:`worker_main`,
-:func:`jobs_main` (counts, list, show, retry, purge; the JSON shapes are :mod:`corral.runtime.operating`'s)
-and :func:`migrate_main`.
+"""The ``corral worker``, ``corral jobs``, ``corral migrate`` and ``corral ui`` commands: :func:`worker_main`,
+:func:`jobs_main` (counts, list, show, retry, purge; the JSON shapes are :mod:`corral.runtime.operating`'s),
+:func:`migrate_main` and :func:`ui_main` (the dashboard, :mod:`corral.runtime.ui`).
 
 The ``corral`` entry point (in ``corral.gates``) dispatches to these; ``python -m
-corral.runtime.cli worker|jobs|migrate ...`` runs them directly.
+corral.runtime.cli worker|jobs|migrate|ui ...`` runs them directly.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import importlib.util
+import ipaddress
 import json
 import logging
 import os
@@ -36,7 +38,7 @@ from corral.runtime.operating import (
 from corral.runtime.runtime import Runtime
 from corral.runtime.stores.protocol import STATES, AttemptRecord, JobRecord, Store
 
-__all__ = ["jobs_main", "load_runtime", "migrate_main", "worker_main"]
+__all__ = ["jobs_main", "load_runtime", "migrate_main", "ui_main", "worker_main"]
 
 log = logging.getLogger("corral.runtime")
 
@@ -428,10 +430,77 @@ def migrate_main(argv: list[str]) -> int:
     return 0
 
 
+# -- corral ui ------------------------------------------------------------------------------------
+
+UI_TOKEN_ENV = "CORRAL_UI_TOKEN"
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 1 to 65535, got {text!r}")
+    return int(text)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+async def _serve_dashboard(runtime: Runtime, args: argparse.Namespace) -> None:
+    from corral.runtime.infra.webserver import serve_http
+    from corral.runtime.ui.app import dashboard_app
+
+    async with opened_store(runtime.store, read_only=args.read_only):
+        mode = " (read-only)" if args.read_only else ""
+        token = ", token required" if args.auth_token else ""
+        print(f"corral ui: {runtime.store} on http://{args.host}:{args.port}/{mode}{token}; Ctrl-C stops", flush=True)
+        app = dashboard_app(runtime, read_only=args.read_only, auth_token=args.auth_token)
+        await serve_http(app, host=args.host, port=args.port)
+
+
+def ui_main(argv: list[str]) -> int:
+    """``corral ui MODULE:RUNTIME [--host 127.0.0.1] [--port 8765] [--read-only] [--auth-token T]``: serve the
+    dashboard of the runtime's store until Ctrl-C. Beyond loopback it needs a token (``--auth-token`` or
+    ``CORRAL_UI_TOKEN``), and then every request does."""
+    parser = argparse.ArgumentParser(prog="corral ui", description="Serve a web dashboard of a runtime's jobs.")
+    parser.add_argument(
+        "target", metavar="MODULE:RUNTIME", help="where the Runtime object lives, e.g. app.jobs:runtime"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback only)")
+    parser.add_argument("--port", type=_port, default=8765, help="port to bind (default 8765)")
+    parser.add_argument(
+        "--read-only", action="store_true", help="no retry or purge buttons; the store opened read-only"
+    )
+    parser.add_argument(
+        "--auth-token",
+        default=os.environ.get(UI_TOKEN_ENV) or None,
+        metavar="TOKEN",
+        help=f"a secret every request must carry (default ${UI_TOKEN_ENV}); required beyond loopback",
+    )
+    args = parser.parse_args(argv)
+    if args.auth_token is None and not _is_loopback(args.host):
+        parser.error(f"binding {args.host} (beyond loopback) needs --auth-token or {UI_TOKEN_ENV}")
+    missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
+    if missing:
+        print(f"corral ui: needs {' and '.join(missing)}: pip install 'corral[ui]'", file=sys.stderr)
+        return 2
+    try:
+        runtime = load_runtime(args.target)
+        asyncio.run(_serve_dashboard(runtime, args))
+    except CorralRuntimeError as exc:
+        print(f"corral ui: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _dispatch(argv: list[str]) -> int:
-    commands = {"worker": worker_main, "jobs": jobs_main, "migrate": migrate_main}
+    commands = {"worker": worker_main, "jobs": jobs_main, "migrate": migrate_main, "ui": ui_main}
     if not argv or argv[0] not in commands:
-        print("usage: python -m corral.runtime.cli {worker,jobs,migrate} ...", file=sys.stderr)
+        print("usage: python -m corral.runtime.cli {worker,jobs,migrate,ui} ...", file=sys.stderr)
         return 2
     return commands[argv[0]](argv[1:])
 
