@@ -36,7 +36,7 @@ from corral.runtime.operating import (
     parse_since,
 )
 from corral.runtime.runtime import Runtime
-from corral.runtime.stores.protocol import STATES, AttemptRecord, JobRecord, Store
+from corral.runtime.stores.protocol import STATES, AttemptRecord, JobFilter, JobRecord, Store
 
 __all__ = ["jobs_main", "load_runtime", "migrate_main", "ui_main", "worker_main"]
 
@@ -314,7 +314,8 @@ async def _counts(runtime: Runtime, store: Store, args: argparse.Namespace) -> i
 
 
 async def _list(store: Store, args: argparse.Namespace) -> int:
-    jobs = await store.list_jobs(queue=args.queue, kind=args.kind, state=args.state, since=args.since, limit=args.limit)
+    where = JobFilter(queue=args.queue, kind=args.kind, state=args.state, since=args.since, limit=args.limit)
+    jobs = await store.list_jobs(where)
     if args.format == "json":
         _print_json({"jobs": [job_json(job) for job in jobs]})
         return 0

@@ -32,6 +32,7 @@ __all__ = [
     "Completion",
     "FailedJob",
     "HeldLease",
+    "JobFilter",
     "JobRecord",
     "JobState",
     "KeyLease",
@@ -196,6 +197,18 @@ class JobRecord:
 
 
 @dataclass(frozen=True)
+class JobFilter:
+    """Which jobs :meth:`Store.list_jobs` answers: up to ``limit``, of ``queue``/``kind``/``state`` when
+    given, enqueued at or after ``since`` (Unix seconds)."""
+
+    queue: str | None = None
+    kind: str | None = None
+    state: str | None = None
+    since: float | None = None
+    limit: int = 50
+
+
+@dataclass(frozen=True)
 class AttemptRecord:
     """One ended attempt of a job: ``outcome`` is the state it left the job in (``done``, ``retrying``,
     ``failed``); ``crashed`` says the attempt crashed its worker process."""
@@ -335,17 +348,8 @@ class Store(Protocol):
         listening: raise ``StoreUnavailable`` naming where it looked otherwise. ``read_only``: the
         connection refuses writes (where the database can enforce it)."""
 
-    async def list_jobs(
-        self,
-        *,
-        queue: str | None = None,
-        kind: str | None = None,
-        state: str | None = None,
-        since: float | None = None,
-        limit: int = 50,
-    ) -> list[JobRecord]:
-        """Up to ``limit`` jobs, newest first, of ``queue``/``kind``/``state`` when given, enqueued at or
-        after ``since``."""
+    async def list_jobs(self, where: JobFilter) -> list[JobRecord]:
+        """The jobs ``where`` selects, newest first."""
 
     async def job(self, job_id: int) -> JobRecord | None: ...
 

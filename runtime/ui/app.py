@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlencode
 import jinja2
 from corral.runtime.operating import iso_time, parse_duration
 from corral.runtime.runtime import Runtime
-from corral.runtime.stores.protocol import FAILED, FINAL_STATES, RUNNING, Store
+from corral.runtime.stores.protocol import FAILED, FINAL_STATES, RUNNING, JobFilter, Store
 from corral.runtime.ui.views import CHART_HEIGHT, CHART_MINUTES, CHART_WIDTH, queue_rows, running_rows, throughput_bars
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -100,7 +100,7 @@ def dashboard_app(runtime: Runtime, *, read_only: bool, auth_token: str | None) 
 
     async def index(request: Request) -> Response:
         now = time.time()
-        running = await store.list_jobs(state=RUNNING, limit=LISTED)
+        running = await store.list_jobs(JobFilter(state=RUNNING, limit=LISTED))
         return page(
             "index.html",
             queues=queue_rows(runtime.queues, await store.counts()),
@@ -108,7 +108,7 @@ def dashboard_app(runtime: Runtime, *, read_only: bool, auth_token: str | None) 
             chart={"width": CHART_WIDTH, "height": CHART_HEIGHT, "minutes": CHART_MINUTES},
             running=running_rows(running, runtime.kinds, now=now),
             leases=await store.key_leases(),
-            failed=await store.list_jobs(state=FAILED, limit=LISTED),
+            failed=await store.list_jobs(JobFilter(state=FAILED, limit=LISTED)),
             said=request.query_params.get("said"),
             refresh=request.query_params.get("refresh", ""),
         )

@@ -15,19 +15,6 @@ from typing import Any
 from conftest import CLI, Cli
 from runtime_helpers import Backend
 
-RUN_UNTIL_SETTLED = """
-import asyncio, operateapp
-async def main():
-    async with operateapp.runtime as rt:
-        ids = [await rt.enqueue("ops.ok", n=n) for n in range(2)]
-        ids += [await rt.enqueue("ops.flaky", n=n) for n in range(2)]
-        for job_id in ids:
-            await rt.wait(job_id, timeout=10)
-        await rt.enqueue("slow.sleep", seconds=1, delay=3600)
-asyncio.run(main())
-"""
-
-
 # From a process that works no queue itself.
 ENQUEUE = """
 import asyncio, operateapp
@@ -51,7 +38,8 @@ def test_jobs_lists_shows_retries_and_purges(cli: Cli, tmp_path: Path) -> None:
     flag.touch()
     env = {"CORRAL_TEST_FAIL_FLAG": str(flag)}
     assert cli.run("migrate", "operateapp:runtime").returncode == 0
-    cli.python(RUN_UNTIL_SETTLED, **env)
+    cli.python("import operateapp; operateapp.settle(ok=2, flaky=2)", **env)
+    cli.python(ENQUEUE.format(kind="slow.sleep", args="seconds=1, delay=3600"))
 
     counts = _json(cli.run("jobs", "operateapp:runtime", "--format", "json"))
     assert counts["queues"] == {

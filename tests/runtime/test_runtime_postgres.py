@@ -18,7 +18,7 @@ import pytest
 from conftest import Cli
 from corral.runtime import BudgetError, ConfigError, JobContext, Queue, Runtime, StoreUnavailable
 from corral.runtime.stores.postgres import SCHEMA_VERSION, PostgresStore
-from corral.runtime.stores.protocol import NewJob
+from corral.runtime.stores.protocol import JobFilter, NewJob
 from psycopg_pool import AsyncConnectionPool
 from runtime_helpers import PostgresBackend, make_runtime
 
@@ -405,7 +405,7 @@ def test_open_existing_read_only_keeps_the_urls_options_and_refuses_writes(pg: P
         store = PostgresStore(pg.url, max_size=2, min_size=1)
         await store.open_existing(read_only=True)
         try:
-            assert await store.list_jobs() == []  # the URL's search_path still holds: the schema was found
+            assert await store.list_jobs(JobFilter()) == []  # the URL's search_path still holds: the schema was found
             with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
                 await store.enqueue([NewJob("q", "k", "{}", None, time.time(), 1, 30.0)])
         finally:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from corral.runtime import StoreUnavailable
-from corral.runtime.stores.protocol import NewJob, PeriodicSpec, QueueCounts, RelayPass
+from corral.runtime.stores.protocol import JobFilter, NewJob, PeriodicSpec, QueueCounts, RelayPass
 from corral.runtime.stores.sqlite import SCHEMA_VERSION, SqliteStore
 
 OPEN_AND_CLOSE = """
@@ -227,7 +227,7 @@ def test_open_existing_never_creates_the_file_and_read_only_refuses_writes(tmp_p
         store = SqliteStore(path=path)
         await store.open_existing(read_only=read_only)
         try:
-            assert await store.list_jobs() == []
+            assert await store.list_jobs(JobFilter()) == []
             await store.enqueue([_new_job()])
         finally:
             await store.close()

@@ -24,6 +24,7 @@ from corral.runtime.stores.postgres import PostgresStore
 from corral.runtime.stores.protocol import (
     Completion,
     HeldLease,
+    JobFilter,
     NewJob,
     PeriodicSpec,
     QueueCounts,
@@ -663,21 +664,21 @@ def test_every_ended_attempt_is_recorded_and_refunded_ones_are_not(make_store: S
 
 def test_list_jobs_filters_newest_first_and_job_shows_one(make_store: StoreFactory) -> None:
     async def scenario(store: Store) -> None:
-        assert await store.list_jobs() == [] and await store.job(1) is None
+        assert await store.list_jobs(JobFilter()) == [] and await store.job(1) is None
         before = time.time() - 1
         ids = await store.enqueue(
             [new_job("a", kind="k1", args={"n": 1}, key="x"), new_job("a", kind="k2"), new_job("b", delay=60)]
         )
         (claimed,) = await store.claim("a", 1, "w")
         await store.fail(claimed.id, claimed.token, error="E", traceback="tb", retry_at=None)
-        assert [job.id for job in await store.list_jobs()] == ids[::-1]
-        assert [job.id for job in await store.list_jobs(limit=2)] == ids[:0:-1]
-        assert [job.id for job in await store.list_jobs(queue="a")] == ids[1::-1]
-        assert [job.id for job in await store.list_jobs(kind="k1")] == [ids[0]]
-        assert [job.id for job in await store.list_jobs(state="failed")] == [ids[0]]
-        assert [job.id for job in await store.list_jobs(queue="b", state="waiting")] == [ids[2]]
-        assert await store.list_jobs(since=time.time() + 60) == []
-        assert len(await store.list_jobs(since=before)) == 3
+        assert [job.id for job in await store.list_jobs(JobFilter())] == ids[::-1]
+        assert [job.id for job in await store.list_jobs(JobFilter(limit=2))] == ids[:0:-1]
+        assert [job.id for job in await store.list_jobs(JobFilter(queue="a"))] == ids[1::-1]
+        assert [job.id for job in await store.list_jobs(JobFilter(kind="k1"))] == [ids[0]]
+        assert [job.id for job in await store.list_jobs(JobFilter(state="failed"))] == [ids[0]]
+        assert [job.id for job in await store.list_jobs(JobFilter(queue="b", state="waiting"))] == [ids[2]]
+        assert await store.list_jobs(JobFilter(since=time.time() + 60)) == []
+        assert len(await store.list_jobs(JobFilter(since=before))) == 3
         job = await store.job(ids[0])
         assert job is not None
         assert (job.queue, job.kind, json.loads(job.args_json), job.key, job.state) == (
@@ -778,7 +779,7 @@ def test_open_existing_reads_a_migrated_store(make_store: StoreFactory) -> None:
             reader = make_store()
         await reader.open_existing(read_only=True)
         try:
-            assert [job.id for job in await reader.list_jobs()] == [job_id]
+            assert [job.id for job in await reader.list_jobs(JobFilter())] == [job_id]
             assert (await reader.counts())["q"] == QueueCounts(waiting=1)
         finally:
             await reader.close()

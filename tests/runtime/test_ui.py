@@ -209,18 +209,6 @@ def dashboard(cli: Cli) -> Iterator[str]:
             server.communicate()
 
 
-RUN_UNTIL_SETTLED = """
-import asyncio, operateapp
-async def main():
-    async with operateapp.runtime as rt:
-        ids = [await rt.enqueue("ops.ok", n=n) for n in range(3)]
-        ids += [await rt.enqueue("ops.flaky", n=n) for n in range(2)]
-        for job_id in ids:
-            await rt.wait(job_id, timeout=10)
-asyncio.run(main())
-"""
-
-
 def test_a_failed_job_retried_through_its_button_is_seen_done(
     chromium: str, cli: Cli, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -229,7 +217,7 @@ def test_a_failed_job_retried_through_its_button_is_seen_done(
     flag = tmp_path / "fail"
     flag.touch()
     assert cli.run("migrate", "operateapp:runtime").returncode == 0
-    cli.python(RUN_UNTIL_SETTLED, CORRAL_TEST_FAIL_FLAG=str(flag))
+    cli.python("import operateapp; operateapp.settle(ok=3, flaky=2)", CORRAL_TEST_FAIL_FLAG=str(flag))
     flag.unlink()  # from now on the flaky job succeeds
     url = request.getfixturevalue("dashboard")
     worker = cli.start_worker("operateapp:runtime", "--queues", "ops", CORRAL_TEST_FAIL_FLAG=str(flag))

@@ -33,6 +33,7 @@ from corral.runtime.stores.protocol import (
     Completion,
     FailedJob,
     HeldLease,
+    JobFilter,
     JobRecord,
     JobState,
     KeyLease,
@@ -539,26 +540,18 @@ class MemoryStore:
             crashes=job.crashes,
         )
 
-    async def list_jobs(
-        self,
-        *,
-        queue: str | None = None,
-        kind: str | None = None,
-        state: str | None = None,
-        since: float | None = None,
-        limit: int = 50,
-    ) -> list[JobRecord]:
+    async def list_jobs(self, where: JobFilter) -> list[JobRecord]:
         await self._begin()
         found = [
             job
             for job in self._jobs.values()
-            if (queue is None or job.queue == queue)
-            and (kind is None or job.kind == kind)
-            and (state is None or job.state == state)
-            and (since is None or job.enqueued_at >= since)
+            if where.queue in (None, job.queue)
+            and where.kind in (None, job.kind)
+            and where.state in (None, job.state)
+            and (where.since is None or job.enqueued_at >= where.since)
         ]
         found.sort(key=lambda job: job.id, reverse=True)
-        return [self._record(job) for job in found[: max(limit, 0)]]
+        return [self._record(job) for job in found[: max(where.limit, 0)]]
 
     async def job(self, job_id: int) -> JobRecord | None:
         await self._begin()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import re
 import time
@@ -34,6 +35,7 @@ from corral.runtime.stores.protocol import (
     Completion,
     FailedJob,
     HeldLease,
+    JobFilter,
     JobRecord,
     JobState,
     KeyLease,
@@ -650,23 +652,15 @@ class PostgresStore:
             await cur.execute(self._sql[name], params)
             return await cur.fetchall()
 
-    async def _select_jobs(self, **where: Any) -> list[JobRecord]:
-        filters = {"queue": None, "kind": None, "state": None, "since": None, "id": None, "limit": 1, **where}
+    async def _select_jobs(self, where: JobFilter, job_id: int | None = None) -> list[JobRecord]:
+        filters = {**dataclasses.asdict(where), "id": job_id}
         return [job_record(row) for row in await self._fetch("job_list", filters)]
 
-    async def list_jobs(
-        self,
-        *,
-        queue: str | None = None,
-        kind: str | None = None,
-        state: str | None = None,
-        since: float | None = None,
-        limit: int = 50,
-    ) -> list[JobRecord]:
-        return await self._select_jobs(queue=queue, kind=kind, state=state, since=since, limit=limit)
+    async def list_jobs(self, where: JobFilter) -> list[JobRecord]:
+        return await self._select_jobs(where)
 
     async def job(self, job_id: int) -> JobRecord | None:
-        found = await self._select_jobs(id=job_id)
+        found = await self._select_jobs(JobFilter(limit=1), job_id)
         return found[0] if found else None
 
     async def attempts(self, job_id: int) -> list[AttemptRecord]:

@@ -12,6 +12,7 @@ share the database file: WAL mode lets readers run beside the writer, every writ
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sqlite3
@@ -34,6 +35,7 @@ from corral.runtime.stores.protocol import (
     Completion,
     FailedJob,
     HeldLease,
+    JobFilter,
     JobRecord,
     JobState,
     KeyLease,
@@ -590,25 +592,15 @@ class SqliteStore:
             )
         return conn
 
-    def _select_jobs(self, conn: sqlite3.Connection, **where: Any) -> list[JobRecord]:
-        filters = {"queue": None, "kind": None, "state": None, "since": None, "id": None, "limit": 1, **where}
-        return [job_record(row) for row in conn.execute(_SQL["job_list"], filters)]
+    async def _select_jobs(self, where: JobFilter, job_id: int | None = None) -> list[JobRecord]:
+        filters = {**dataclasses.asdict(where), "id": job_id}
+        return await self._run(lambda conn: [job_record(row) for row in conn.execute(_SQL["job_list"], filters)])
 
-    async def list_jobs(
-        self,
-        *,
-        queue: str | None = None,
-        kind: str | None = None,
-        state: str | None = None,
-        since: float | None = None,
-        limit: int = 50,
-    ) -> list[JobRecord]:
-        return await self._run(
-            lambda conn: self._select_jobs(conn, queue=queue, kind=kind, state=state, since=since, limit=limit)
-        )
+    async def list_jobs(self, where: JobFilter) -> list[JobRecord]:
+        return await self._select_jobs(where)
 
     async def job(self, job_id: int) -> JobRecord | None:
-        found = await self._run(lambda conn: self._select_jobs(conn, id=job_id))
+        found = await self._select_jobs(JobFilter(limit=1), job_id)
         return found[0] if found else None
 
     async def attempts(self, job_id: int) -> list[AttemptRecord]:

@@ -42,3 +42,16 @@ runtime = Runtime(
     grace=float(os.environ.get("CORRAL_TEST_GRACE", "30")),
     relay=0,
 )
+
+
+def settle(*, ok: int, flaky: int) -> None:
+    """Enqueue ``ok`` ops.ok jobs and ``flaky`` ops.flaky ones, and work them here until each is settled."""
+
+    async def main() -> None:
+        async with runtime as rt:
+            ids = [await rt.enqueue("ops.ok", n=n) for n in range(ok)]
+            ids += [await rt.enqueue("ops.flaky", n=n) for n in range(flaky)]
+            for job_id in ids:
+                await rt.wait(job_id, timeout=10)
+
+    asyncio.run(main())
