@@ -151,13 +151,7 @@ def test_jobs_needs_a_migrated_sqlite_store(tmp_path: Path, db: Backend) -> None
 
 def test_jobs_watch_refreshes_until_ctrl_c(cli: Cli) -> None:
     assert cli.run("migrate", "operateapp:runtime").returncode == 0
-    watcher = subprocess.Popen(
-        [*CLI, "jobs", "operateapp:runtime", "--watch", "0.2s", "--format", "json"],
-        env=cli.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    watcher = cli.spawn("jobs", "operateapp:runtime", "--watch", "0.2s", "--format", "json")
     try:
         assert watcher.stdout is not None
         first = json.loads(watcher.stdout.readline())
@@ -200,13 +194,7 @@ def test_worker_checks_its_log_level_and_says_why_the_target_cannot_be_imported(
 def test_a_second_stop_signal_ends_the_grace_at_once(cli: Cli, db: Backend) -> None:
     assert cli.run("migrate", "operateapp:runtime").returncode == 0
     cli.python(ENQUEUE.format(kind="slow.sleep", args="seconds=600"))
-    worker = subprocess.Popen(
-        [*CLI, "worker", "operateapp:runtime", "--log-level", "WARNING"],
-        env=cli.env(CORRAL_TEST_GRACE="300"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    worker = cli.spawn("worker", "operateapp:runtime", "--log-level", "WARNING", CORRAL_TEST_GRACE="300")
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and db.state_counts().get("running", 0) < 1:

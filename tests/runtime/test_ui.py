@@ -12,14 +12,13 @@ import re
 import shutil
 import signal
 import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import CLI, Cli
+from conftest import Cli
 from corral.runtime import JobContext, Queue, Runtime
 from corral.runtime.stores.protocol import Completion, NewJob
 from corral.runtime.stores.sqlite import SqliteStore
@@ -181,13 +180,7 @@ def chromium() -> str:
 def dashboard(cli: Cli) -> Iterator[str]:
     """``corral ui`` on a free loopback port; its URL."""
     port = _free_port()
-    server = subprocess.Popen(
-        [*CLI, "ui", "operateapp:runtime", "--port", str(port)],
-        env=cli.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server = cli.spawn("ui", "operateapp:runtime", "--port", str(port))
     try:
         assert server.stdout is not None
         banner = server.stdout.readline()
