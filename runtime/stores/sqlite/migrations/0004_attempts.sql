@@ -1,9 +1,11 @@
 -- Every attempt's outcome, for `corral jobs show` and the dashboard: a row when a running job's attempt
 -- ends (done, failed, retrying; a rescue too), written by a trigger so every path that settles a job,
 -- today's and tomorrow's, records it in the same transaction. Release and snooze (running -> waiting)
--- refund the attempt and record nothing. Rows go with their job (pruned or purged).
+-- refund the attempt and record nothing. Rows go with their job (pruned or purged). The id is a plain rowid
+-- (no AUTOINCREMENT, which costs a write per insert): a new row's id is above every row left, so the rows of
+-- a job still read in the order they were written.
 CREATE TABLE corral_attempts (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id INTEGER PRIMARY KEY,
     job_id INTEGER NOT NULL,
     attempt INTEGER NOT NULL,
     outcome TEXT NOT NULL,
