@@ -39,7 +39,14 @@ from corral.runtime.errors import (
 )
 from corral.runtime.executor import JobExecutor
 from corral.runtime.includes import import_modules
-from corral.runtime.infra import LoopWatchdog, ProcessPool, cancel_detached, default_start_method, spawn
+from corral.runtime.infra import (
+    LoopWatchdog,
+    ProcessPool,
+    cancel_detached,
+    default_start_method,
+    spawn,
+    wait_tasks_or_event,
+)
 from corral.runtime.isolation import serve_imported, serve_inherited
 from corral.runtime.lifecycle import Lifecycle, State
 from corral.runtime.maintenance import PeriodicScheduler, Pruner, Relay, Rescuer
@@ -155,6 +162,7 @@ class Runtime:
         self.worker_id = config.worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.stats = RuntimeStats()
         self._lifecycle = Lifecycle()
+        self._grace_ended = asyncio.Event()  # end_grace(): the soft stop waits no longer
         # True when the store pushes other processes' notices (PostgreSQL LISTEN): polling is then
         # only the fallback, at each queue's `poll`. The notices arrive only once the store is open,
         # when every service below exists.
@@ -315,7 +323,7 @@ class Runtime:
         # 3. soft stop: let running jobs finish, up to grace
         running = self._producers.running_jobs()
         if running:
-            _, pending = await asyncio.wait(running, timeout=grace)
+            pending = await wait_tasks_or_event(running, timeout=grace, event=self._grace_ended)
             # 4. hard stop: cancel what is left; each job releases itself back to waiting
             if pending:
                 log.warning("grace of %ss elapsed: cancelling %d running job(s)", grace, len(pending))
@@ -345,6 +353,12 @@ class Runtime:
         await self._watchdog.stop()
         self._lifecycle.enter(State.STOPPED)
         log.info("corral runtime %s stopped", self.worker_id)
+
+    def end_grace(self) -> None:
+        """End the soft stop of a :meth:`stop` now, or make the next one end at once: the jobs still
+        running are cancelled and released back to waiting, as when its grace runs out (``corral
+        worker`` calls it on a second SIGINT or SIGTERM)."""
+        self._grace_ended.set()
 
     @staticmethod
     async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:

@@ -284,6 +284,7 @@ def _parser() -> argparse.ArgumentParser:
     fix.add_argument("--config", metavar="FILE", help=config_help)
     fix.set_defaults(handler=_fix, command_parser=fix)
     commands.add_parser("migrate", help="create or upgrade the job store's schema", add_help=False)
+    commands.add_parser("ui", help="a web dashboard of a runtime's jobs: corral ui MODULE:RUNTIME", add_help=False)
     return parser
 
 
@@ -325,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     # `corral jobs --static` reads the code (the gate); `corral jobs MODULE:RUNTIME` asks the runtime.
     static_jobs = arguments[:1] == ["jobs"] and "--static" in arguments
-    if arguments and arguments[0] in ("worker", "jobs", "migrate") and not static_jobs:
+    if arguments and arguments[0] in ("worker", "jobs", "migrate", "ui") and not static_jobs:
         # The runtime's own commands are handed over by name: the gate depends on no runtime code but the
         # budget arithmetic (an import-linter contract holds it to that), and `corral check` never loads it.
         import importlib

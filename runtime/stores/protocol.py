@@ -17,18 +17,25 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from corral.runtime.errors import ConfigError
+
 __all__ = [
     "DONE",
     "FAILED",
+    "FINAL_STATES",
     "RETRYING",
     "RUNNING",
     "STATES",
     "WAITING",
+    "AttemptRecord",
     "ClaimedJob",
     "Completion",
     "FailedJob",
     "HeldLease",
+    "JobFilter",
+    "JobRecord",
     "JobState",
+    "KeyLease",
     "NewJob",
     "PeriodicSpec",
     "QueueCounts",
@@ -37,8 +44,11 @@ __all__ = [
     "RoutedJob",
     "Store",
     "attempt_holder",
+    "attempt_record",
+    "check_final_states",
     "claimed_job",
     "failed_job",
+    "job_record",
     "queue_counts",
     "rescue_error",
     "rescue_spread",
@@ -51,6 +61,7 @@ RETRYING = "retrying"
 DONE = "done"
 FAILED = "failed"
 STATES = (WAITING, RUNNING, RETRYING, FAILED, DONE)
+FINAL_STATES = (DONE, FAILED)
 
 
 @dataclass(frozen=True)
@@ -160,6 +171,70 @@ class JobState:
     error: str | None
 
 
+@dataclass(frozen=True)
+class JobRecord:
+    """A job as the operator sees it (``corral jobs list/show``, the dashboard). Times are Unix seconds;
+    ``error``/``traceback`` are the last attempt's."""
+
+    id: int
+    queue: str
+    kind: str
+    args_json: str
+    key: str | None
+    state: str
+    attempt: int
+    max_attempts: int
+    enqueued_at: float
+    run_at: float
+    started_at: float | None
+    finished_at: float | None
+    lease_until: float | None
+    worker_id: str | None
+    result_json: str | None
+    error: str | None
+    traceback: str | None
+    crashes: int
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """Which jobs :meth:`Store.list_jobs` answers: up to ``limit``, of ``queue``/``kind``/``state`` when
+    given, enqueued at or after ``since`` (Unix seconds)."""
+
+    queue: str | None = None
+    kind: str | None = None
+    state: str | None = None
+    since: float | None = None
+    limit: int = 50
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One ended attempt of a job: ``outcome`` is the state it left the job in (``done``, ``retrying``,
+    ``failed``); ``crashed`` says the attempt crashed its worker process."""
+
+    job_id: int
+    attempt: int
+    outcome: str
+    worker_id: str | None
+    started_at: float | None
+    finished_at: float
+    error: str | None
+    traceback: str | None
+    crashed: bool
+
+
+@dataclass(frozen=True)
+class KeyLease:
+    """A held per-key slot: ``holder`` is the attempt's :func:`attempt_holder`, busy until ``busy_until``."""
+
+    queue: str
+    key: str
+    slot: int
+    holder: int
+    busy_until: float
+
+
 @runtime_checkable
 class Store(Protocol):
     """Durable job storage shared by every process of a service."""
@@ -266,6 +341,35 @@ class Store(Protocol):
     async def prune_done(self, *, older_than: float) -> int:
         """Delete done jobs finished more than ``older_than`` seconds ago."""
 
+    # -- operating: what ``corral jobs`` and ``corral ui`` read and change --------------------------
+
+    async def open_existing(self, *, read_only: bool) -> None:
+        """Connect to a store that already exists with this corral's schema, never creating, migrating or
+        listening: raise ``StoreUnavailable`` naming where it looked otherwise. ``read_only``: the
+        connection refuses writes (where the database can enforce it)."""
+
+    async def list_jobs(self, where: JobFilter) -> list[JobRecord]:
+        """The jobs ``where`` selects, newest first."""
+
+    async def job(self, job_id: int) -> JobRecord | None: ...
+
+    async def attempts(self, job_id: int) -> list[AttemptRecord]:
+        """The job's ended attempts, oldest first."""
+
+    async def key_leases(self) -> list[KeyLease]:
+        """The key slots held now (their ``busy_until`` not yet past)."""
+
+    async def finished_since(self, since: float) -> list[tuple[str, str, float]]:
+        """``(queue, outcome, finished_at)`` of every attempt that ended at or after ``since``."""
+
+    async def retry_failed(self, job_ids: Sequence[int] | None, *, queue: str | None = None) -> list[int]:
+        """Make failed jobs (those of ``job_ids``, or every one, of ``queue`` when given) waiting again,
+        due now, with a fresh set of attempts and crashes; return the ids retried (others are skipped)."""
+
+    async def purge(self, *, states: Sequence[str], older_than: float) -> int:
+        """Delete jobs in the final ``states`` (of :data:`FINAL_STATES`) finished more than ``older_than``
+        seconds ago, with their attempts; return how many."""
+
 
 # -- shared by the stores ----------------------------------------------------------------------------
 
@@ -326,6 +430,25 @@ def failed_job(row: Sequence[Any]) -> FailedJob:
         traceback=row[7],
         finished_at=row[8],
     )
+
+
+def job_record(row: Sequence[Any]) -> JobRecord:
+    """A job row: ``id, queue, kind, args, key, state, attempt, max_attempts, enqueued_at, run_at,
+    started_at, finished_at, lease_until, worker_id, result, last_error, last_traceback, crashes``."""
+    return JobRecord(*row)
+
+
+def attempt_record(row: Sequence[Any]) -> AttemptRecord:
+    """An attempt row: ``job_id, attempt, outcome, worker_id, started_at, finished_at, error, traceback,
+    crashed``."""
+    job_id, attempt, outcome, worker_id, started_at, finished_at, error, traceback, crashed = row
+    return AttemptRecord(job_id, attempt, outcome, worker_id, started_at, finished_at, error, traceback, bool(crashed))
+
+
+def check_final_states(states: Sequence[str]) -> None:
+    """Refuse a purge of anything but final states: a waiting or running job is never dropped."""
+    if not states or any(state not in FINAL_STATES for state in states):
+        raise ConfigError(f"purge takes final states only ({', '.join(FINAL_STATES)}), got {list(states)}")
 
 
 def queue_counts(rows: Iterable[Sequence[Any]]) -> dict[str, QueueCounts]:

@@ -24,6 +24,7 @@ from corral.runtime.stores.postgres import PostgresStore
 from corral.runtime.stores.protocol import (
     Completion,
     HeldLease,
+    JobFilter,
     NewJob,
     PeriodicSpec,
     QueueCounts,
@@ -617,3 +618,170 @@ def test_a_free_key_is_leased_while_the_pruner_deletes_free_slot_rows(make_store
             assert leased, f"key-{index}"
 
     drive(make_store, scenario)
+
+
+# -- operating: what `corral jobs` and the dashboard read and change --------------------------------
+
+
+def test_every_ended_attempt_is_recorded_and_refunded_ones_are_not(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        (job_id,) = await store.enqueue([new_job(max_attempts=4, lease_seconds=SHORT)])
+        (first,) = await store.claim("q", 1, "w1")
+        await store.release(job_id, first.token)  # refunded: no attempt ended
+        (first,) = await store.claim("q", 1, "w1")
+        await store.fail(job_id, first.token, error="E: boom", traceback="tb 1", retry_at=time.time())
+        (second,) = await store.claim("q", 1, "w2")
+        await store.fail(job_id, second.token, error="crashed", traceback=None, retry_at=time.time(), crashed=True)
+        assert len(await store.claim("q", 1, "w3")) == 1
+        await asyncio.sleep(PAST_SHORT)
+        assert await store.rescue_expired() == 1
+        await asyncio.sleep(PAST_SHORT)
+        (fourth,) = await store.claim("q", 1, "w4")
+        await store.complete([Completion(job_id, fourth.token, json.dumps(4))])
+        attempts = await store.attempts(job_id)
+        assert [(a.job_id, a.attempt, a.outcome, a.worker_id, a.crashed) for a in attempts] == [
+            (job_id, 1, "retrying", "w1", False),
+            (job_id, 2, "retrying", "w2", True),
+            (job_id, 3, "retrying", "w3", False),
+            (job_id, 4, "done", "w4", False),
+        ]
+        assert [(a.error, a.traceback) for a in attempts] == [
+            ("E: boom", "tb 1"),
+            ("crashed", None),
+            (rescue_error("w3", 3), None),
+            (None, None),
+        ]
+        for attempt in attempts:
+            assert attempt.started_at is not None and attempt.started_at <= attempt.finished_at + 1
+            assert abs(attempt.finished_at - time.time()) < 30
+        assert await store.attempts(10**9) == []
+        ended = await store.finished_since(time.time() - 60)
+        assert [(queue, outcome) for queue, outcome, _ in ended] == [("q", "retrying")] * 3 + [("q", "done")]
+        assert await store.finished_since(time.time() + 60) == []
+
+    drive(make_store, scenario)
+
+
+def test_list_jobs_filters_newest_first_and_job_shows_one(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        assert await store.list_jobs(JobFilter()) == [] and await store.job(1) is None
+        before = time.time() - 1
+        ids = await store.enqueue(
+            [new_job("a", kind="k1", args={"n": 1}, key="x"), new_job("a", kind="k2"), new_job("b", delay=60)]
+        )
+        (claimed,) = await store.claim("a", 1, "w")
+        await store.fail(claimed.id, claimed.token, error="E", traceback="tb", retry_at=None)
+        assert [job.id for job in await store.list_jobs(JobFilter())] == ids[::-1]
+        assert [job.id for job in await store.list_jobs(JobFilter(limit=2))] == ids[:0:-1]
+        assert [job.id for job in await store.list_jobs(JobFilter(queue="a"))] == ids[1::-1]
+        assert [job.id for job in await store.list_jobs(JobFilter(kind="k1"))] == [ids[0]]
+        assert [job.id for job in await store.list_jobs(JobFilter(state="failed"))] == [ids[0]]
+        assert [job.id for job in await store.list_jobs(JobFilter(queue="b", state="waiting"))] == [ids[2]]
+        assert await store.list_jobs(JobFilter(since=time.time() + 60)) == []
+        assert len(await store.list_jobs(JobFilter(since=before))) == 3
+        job = await store.job(ids[0])
+        assert job is not None
+        assert (job.queue, job.kind, json.loads(job.args_json), job.key, job.state) == (
+            "a",
+            "k1",
+            {"n": 1},
+            "x",
+            "failed",
+        )
+        assert (job.attempt, job.max_attempts, job.error, job.traceback, job.worker_id) == (1, 3, "E", "tb", None)
+        assert job.started_at is not None and job.finished_at is not None and job.lease_until is None
+        assert job.enqueued_at >= before and job.result_json is None and job.crashes == 0
+        later = await store.job(ids[2])
+        assert later is not None and later.run_at > time.time() + 30 and later.started_at is None
+
+    drive(make_store, scenario)
+
+
+def test_retry_failed_gives_failed_jobs_a_fresh_start_and_skips_the_others(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        ids = await store.enqueue(
+            [new_job("a", max_attempts=1), new_job("a", max_attempts=1), new_job("b", max_attempts=1)]
+        )
+        (waiting,) = await store.enqueue([new_job("a", delay=60)])
+        for queue in ("a", "b"):
+            for job in await store.claim(queue, 10, "w"):
+                await store.fail(job.id, job.token, error="E", traceback=None, retry_at=None, crashed=True)
+        assert await store.retry_failed([ids[0], waiting, 10**9]) == [ids[0]]
+        retried = await store.job(ids[0])
+        assert retried is not None
+        assert (retried.state, retried.attempt, retried.crashes, retried.finished_at, retried.error) == (
+            "waiting",
+            0,
+            0,
+            None,
+            None,
+        )
+        assert await store.retry_failed(None, queue="b") == [ids[2]]
+        assert await store.retry_failed(None) == [ids[1]]
+        assert await store.retry_failed(None) == []
+        assert {job.id: job.attempt for job in await store.claim("a", 10, "w")} == {ids[0]: 1, ids[1]: 1}
+        assert len(await store.attempts(ids[0])) == 1  # the history stays
+
+    drive(make_store, scenario)
+
+
+def test_purge_deletes_final_jobs_older_than_asked_with_their_attempts(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        done, failed, running = await store.enqueue([new_job(), new_job(max_attempts=1), new_job()])
+        (waiting,) = await store.enqueue([new_job(delay=60)])
+        claimed = {job.id: job for job in await store.claim("q", 3, "w")}
+        await store.complete([Completion(done, claimed[done].token, None)])
+        await store.fail(failed, claimed[failed].token, error="E", traceback=None, retry_at=None)
+        with pytest.raises(ConfigError, match="final states only"):
+            await store.purge(states=["done", "waiting"], older_than=0)
+        with pytest.raises(ConfigError, match="final states only"):
+            await store.purge(states=[], older_than=0)
+        await asyncio.sleep(PAST_SHORT)
+        assert await store.purge(states=["done", "failed"], older_than=3600) == 0
+        assert await store.purge(states=["failed"], older_than=SHORT) == 1
+        assert await store.attempts(failed) == []
+        assert await store.purge(states=["done", "failed"], older_than=SHORT) == 1
+        assert set(await store.job_states([done, failed, running, waiting])) == {running, waiting}
+
+    drive(make_store, scenario)
+
+
+def test_key_leases_lists_the_held_slots(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        assert await store.key_leases() == []
+        assert await store.acquire_key_lease("q", "k", holder=7, limit=2, seconds=60)
+        assert await store.acquire_key_lease("q", "k", holder=8, limit=2, seconds=60)
+        assert await store.acquire_key_lease("q", "short", holder=9, limit=1, seconds=SHORT)
+        leases = await store.key_leases()
+        assert [(lease.queue, lease.key, lease.holder) for lease in leases] == [
+            ("q", "k", 7),
+            ("q", "k", 8),
+            ("q", "short", 9),
+        ]
+        assert sorted(lease.slot for lease in leases[:2]) == [0, 1] and leases[0].busy_until > time.time() + 30
+        await store.release_key_lease("q", "k", holder=7)
+        await asyncio.sleep(PAST_SHORT)
+        assert [(lease.key, lease.holder) for lease in await store.key_leases()] == [("k", 8)]
+
+    drive(make_store, scenario)
+
+
+def test_open_existing_reads_a_migrated_store(make_store: StoreFactory) -> None:
+    async def main() -> None:
+        store = make_store()
+        await store.migrate()
+        await store.open()
+        (job_id,) = await store.enqueue([new_job()])
+        if isinstance(store, MemoryStore):
+            reader: Store = store  # the jobs live in this object: the same one opens again
+        else:
+            await store.close()
+            reader = make_store()
+        await reader.open_existing(read_only=True)
+        try:
+            assert [job.id for job in await reader.list_jobs(JobFilter())] == [job_id]
+            assert (await reader.counts())["q"] == QueueCounts(waiting=1)
+        finally:
+            await reader.close()
+
+    asyncio.run(main())

@@ -28,17 +28,22 @@ from corral.runtime.stores.protocol import (
     RETRYING,
     RUNNING,
     WAITING,
+    AttemptRecord,
     ClaimedJob,
     Completion,
     FailedJob,
     HeldLease,
+    JobFilter,
+    JobRecord,
     JobState,
+    KeyLease,
     NewJob,
     PeriodicSpec,
     QueueCounts,
     RelayPass,
     Route,
     attempt_holder,
+    check_final_states,
     queue_counts,
     rescue_error,
     rescue_spread,
@@ -100,6 +105,7 @@ class MemoryStore:
         self._events: dict[int, tuple[str, str]] = {}  # id -> (topic, payload), in id order
         self._key_leases: dict[tuple[str, str, int], _KeyLease] = {}
         self._periodic: dict[str, float] = {}  # kind -> next run
+        self._attempts: dict[int, list[AttemptRecord]] = {}  # job id -> its ended attempts, oldest first
         self._on_jobs: list[Callable[[str | None], None]] = []  # every watching runtime's claim loops
 
     @classmethod
@@ -173,6 +179,29 @@ class MemoryStore:
         job.lease_until = None
         job.worker_id = None
         self._running.discard(job.id)
+
+    def _attempt_ended(self, job: _Job, *, worker_id: str | None, crashes_before: int, now: float) -> None:
+        """What the SQL stores' attempts trigger records when a running job leaves ``running`` settled."""
+        failed = job.state != DONE
+        self._attempts.setdefault(job.id, []).append(
+            AttemptRecord(
+                job_id=job.id,
+                attempt=job.attempt,
+                outcome=job.state,
+                worker_id=worker_id,
+                started_at=job.started_at,
+                finished_at=now,
+                error=job.last_error if failed else None,
+                traceback=job.last_traceback if failed else None,
+                crashed=job.crashes > crashes_before,
+            )
+        )
+
+    def _forget(self, job: _Job) -> None:
+        del self._jobs[job.id]
+        self._attempts.pop(job.id, None)
+        if job.event_id is not None:
+            self._from_events.discard((job.event_id, job.kind))
 
     def _held(self, job_id: int, token: int) -> _Job | None:
         """The job when ``token`` is its current claim and it is still running."""
@@ -254,10 +283,13 @@ class MemoryStore:
             job = self._jobs.get(completion.job_id)
             if job is None or job.claims != completion.token or job.state == DONE:
                 continue
+            was_running, worker_id = job.state == RUNNING, job.worker_id
             job.state = DONE
             job.result_json = completion.result_json
             job.finished_at = now
             self._unlease(job)
+            if was_running:
+                self._attempt_ended(job, worker_id=worker_id, crashes_before=job.crashes, now=now)
 
     async def fail(
         self,
@@ -274,6 +306,7 @@ class MemoryStore:
         if job is None:
             return False
         final = retry_at is None
+        worker_id, crashes_before = job.worker_id, job.crashes
         job.state = FAILED if final else RETRYING
         job.run_at = now if retry_at is None else retry_at
         job.last_error = error
@@ -281,6 +314,7 @@ class MemoryStore:
         job.finished_at = now if final else None
         job.crashes += int(crashed)
         self._unlease(job)
+        self._attempt_ended(job, worker_id=worker_id, crashes_before=crashes_before, now=now)
         if not final:
             self._make_runnable(job)
         return True
@@ -312,12 +346,15 @@ class MemoryStore:
                 job.crashes += 1  # its lost worker ran it alone: the only suspect (rescue_crashes.sql)
         for job in expired:
             final = job.attempt >= job.max_attempts
+            worker_id = job.worker_id
             job.state = FAILED if final else RETRYING
             job.finished_at = now if final else None
             job.run_at = now + rescue_spread(job.lease_seconds)
             job.last_error = rescue_error(job.worker_id, job.attempt)
             job.last_traceback = None
             self._unlease(job)
+            # As in the SQL stores, the crash counted just above belongs to the lost worker, not this update.
+            self._attempt_ended(job, worker_id=worker_id, crashes_before=job.crashes, now=now)
             if not final:
                 self._make_runnable(job)
         return len(expired)
@@ -472,7 +509,103 @@ class MemoryStore:
             if job.state == DONE and job.finished_at is not None and job.finished_at < cutoff
         ]
         for job in old:
-            del self._jobs[job.id]
-            if job.event_id is not None:
-                self._from_events.discard((job.event_id, job.kind))
+            self._forget(job)
+        return len(old)
+
+    # -- operating ------------------------------------------------------------------------------
+
+    async def open_existing(self, *, read_only: bool) -> None:
+        await self.open()  # nothing to create or migrate; read-only is not enforced in memory
+
+    @staticmethod
+    def _record(job: _Job) -> JobRecord:
+        return JobRecord(
+            id=job.id,
+            queue=job.queue,
+            kind=job.kind,
+            args_json=job.args_json,
+            key=job.key,
+            state=job.state,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            enqueued_at=job.enqueued_at,
+            run_at=job.run_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            lease_until=job.lease_until,
+            worker_id=job.worker_id,
+            result_json=job.result_json,
+            error=job.last_error,
+            traceback=job.last_traceback,
+            crashes=job.crashes,
+        )
+
+    async def list_jobs(self, where: JobFilter) -> list[JobRecord]:
+        await self._begin()
+        found = [
+            job
+            for job in self._jobs.values()
+            if where.queue in (None, job.queue)
+            and where.kind in (None, job.kind)
+            and where.state in (None, job.state)
+            and (where.since is None or job.enqueued_at >= where.since)
+        ]
+        found.sort(key=lambda job: job.id, reverse=True)
+        return [self._record(job) for job in found[: max(where.limit, 0)]]
+
+    async def job(self, job_id: int) -> JobRecord | None:
+        await self._begin()
+        job = self._jobs.get(job_id)
+        return None if job is None else self._record(job)
+
+    async def attempts(self, job_id: int) -> list[AttemptRecord]:
+        await self._begin()
+        return list(self._attempts.get(job_id, ()))
+
+    async def key_leases(self) -> list[KeyLease]:
+        now = await self._begin()
+        return [
+            KeyLease(queue=queue, key=key, slot=slot, holder=lease.holder, busy_until=lease.busy_until)
+            for (queue, key, slot), lease in sorted(self._key_leases.items())
+            if lease.busy_until >= now
+        ]
+
+    async def finished_since(self, since: float) -> list[tuple[str, str, float]]:
+        await self._begin()
+        ended = [
+            (self._jobs[job_id].queue, attempt.outcome, attempt.finished_at)
+            for job_id, attempts in self._attempts.items()
+            for attempt in attempts
+            if attempt.finished_at >= since
+        ]
+        return sorted(ended, key=lambda row: row[2])
+
+    async def retry_failed(self, job_ids: Sequence[int] | None, *, queue: str | None = None) -> list[int]:
+        now = await self._begin()
+        chosen = self._jobs.values() if job_ids is None else [self._jobs[i] for i in job_ids if i in self._jobs]
+        retried = [job for job in chosen if job.state == FAILED and (queue is None or job.queue == queue)]
+        for job in retried:
+            job.state = WAITING
+            job.attempt = 0
+            job.crashes = 0
+            job.run_at = now
+            job.finished_at = None
+            job.last_error = None
+            job.last_traceback = None
+            self._make_runnable(job)
+        for on_jobs in self._on_jobs:
+            for woken in sorted({job.queue for job in retried}):
+                on_jobs(woken)
+        return sorted(job.id for job in retried)
+
+    async def purge(self, *, states: Sequence[str], older_than: float) -> int:
+        check_final_states(states)
+        cutoff = await self._begin() - older_than
+        old = [
+            job
+            for job in self._jobs.values()
+            if job.state in states and job.finished_at is not None and job.finished_at < cutoff
+        ]
+        for job in old:
+            self._forget(job)
         return len(old)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import re
 import time
@@ -29,24 +30,32 @@ from corral.runtime.infra import spawn, wait_event
 from corral.runtime.payloads import UnstorableJson
 from corral.runtime.stores.protocol import (
     CLAIM_SPAN,
+    AttemptRecord,
     ClaimedJob,
     Completion,
     FailedJob,
     HeldLease,
+    JobFilter,
+    JobRecord,
     JobState,
+    KeyLease,
     NewJob,
     PeriodicSpec,
     QueueCounts,
     RelayPass,
     Route,
     attempt_holder,
+    attempt_record,
+    check_final_states,
     claimed_job,
     failed_job,
+    job_record,
     queue_counts,
     routed_jobs,
 )
 from corral.runtime.stores.sqlfiles import read_migrations, read_queries, split_statements
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -68,8 +77,18 @@ SCHEMA_VERSION = _MIGRATIONS[-1][0]
 # Statements with a slot of their own (the schema to create, the channel to LISTEN on), composed where used.
 _ONE_OFF = frozenset({"create_schema", "listen"})
 
-_TABLES = ("jobs", "events", "key_leases", "periodic", "schema_version")
-_INDEXES = ("jobs_runnable", "jobs_leased", "jobs_finished", "jobs_event")
+# Schema-qualified names (the tables, and the attempts trigger's function) and the names that are not
+# (indexes and triggers live beside their table).
+_TABLES = ("jobs", "events", "key_leases", "periodic", "schema_version", "attempts", "record_attempt")
+_INDEXES = (
+    "jobs_runnable",
+    "jobs_leased",
+    "jobs_finished",
+    "jobs_event",
+    "attempts_job",
+    "attempts_finished",
+    "attempts_record",
+)
 
 
 class PostgresStore:
@@ -261,18 +280,7 @@ class PostgresStore:
     async def open(self) -> None:
         if self._open:
             return
-        await self._open_pool()
-        try:
-            version = await self.schema_version()
-        except (psycopg.Error, StoreUnavailable) as exc:
-            await self._close_pool()
-            raise StoreUnavailable(f"cannot use the PostgreSQL store {self}: {exc}") from exc
-        if version != SCHEMA_VERSION:
-            await self._close_pool()
-            raise StoreUnavailable(
-                f"{self}: the schema is at version {version}, this corral needs {SCHEMA_VERSION}: "
-                "run `corral migrate MODULE:RUNTIME` or start with Runtime(..., migrate=True)"
-            )
+        await self._open_checked("run `corral migrate MODULE:RUNTIME` or start with Runtime(..., migrate=True)")
         listen = not self.poll_only and self._on_jobs is not None
         try:
             conninfo, kwargs = self._listen_params() if listen else ("", {})
@@ -285,6 +293,20 @@ class PostgresStore:
             self._listener = spawn(self._listen(conninfo, kwargs, listening), name=f"corral:listen:{self.channel}")
             # Notices sent before LISTEN runs would be lost; polling covers a slow start.
             await wait_event(listening, self._connect_timeout)
+
+    async def _open_checked(self, remedy: str) -> None:
+        """Open the pool and check the schema is this corral's version (``remedy``: what to do if not)."""
+        await self._open_pool()
+        try:
+            version = await self.schema_version()
+        except (psycopg.Error, StoreUnavailable) as exc:
+            await self._close_pool()
+            raise StoreUnavailable(f"cannot use the PostgreSQL store {self}: {exc}") from exc
+        if version != SCHEMA_VERSION:
+            await self._close_pool()
+            raise StoreUnavailable(
+                f"{self}: the schema is at version {version}, this corral needs {SCHEMA_VERSION}: {remedy}"
+            )
 
     async def _close_pool(self) -> None:
         if self._owns_pool:
@@ -610,6 +632,56 @@ class PostgresStore:
             pruned = cur.rowcount
             await cur.execute(self._sql["prune_leases"])
         return pruned
+
+    # -- operating ------------------------------------------------------------------------------
+
+    async def open_existing(self, *, read_only: bool) -> None:
+        if self._open:
+            return
+        if read_only and self._owns_pool and self._pool.closed:
+            # The server refuses every write of these sessions (beside the URL's own options, such as a
+            # search_path); a borrowed pool is the application's to configure.
+            kwargs = self._pool.kwargs if isinstance(self._pool.kwargs, dict) else {}
+            options = conninfo_to_dict(str(self._pool.conninfo), **kwargs).get("options") or ""
+            self._pool.kwargs = {**kwargs, "options": f"{options} -c default_transaction_read_only=on".strip()}
+        await self._open_checked("run `corral migrate MODULE:RUNTIME`")
+        self._open = True
+
+    async def _fetch(self, name: str, params: Any) -> list[tuple[Any, ...]]:
+        async with self._cursor() as cur:
+            await cur.execute(self._sql[name], params)
+            return await cur.fetchall()
+
+    async def _select_jobs(self, where: JobFilter, job_id: int | None = None) -> list[JobRecord]:
+        filters = {**dataclasses.asdict(where), "id": job_id}
+        return [job_record(row) for row in await self._fetch("job_list", filters)]
+
+    async def list_jobs(self, where: JobFilter) -> list[JobRecord]:
+        return await self._select_jobs(where)
+
+    async def job(self, job_id: int) -> JobRecord | None:
+        found = await self._select_jobs(JobFilter(limit=1), job_id)
+        return found[0] if found else None
+
+    async def attempts(self, job_id: int) -> list[AttemptRecord]:
+        return [attempt_record(row) for row in await self._fetch("attempt_list", (job_id,))]
+
+    async def key_leases(self) -> list[KeyLease]:
+        return [KeyLease(*row) for row in await self._fetch("key_lease_list", ())]
+
+    async def finished_since(self, since: float) -> list[tuple[str, str, float]]:
+        return [(row[0], row[1], row[2]) for row in await self._fetch("finished_since", (since,))]
+
+    async def retry_failed(self, job_ids: Sequence[int] | None, *, queue: str | None = None) -> list[int]:
+        ids = None if job_ids is None else list(job_ids)
+        rows = await self._fetch("retry_failed", {"ids": ids, "queue": queue, "channel": self.channel})
+        return sorted(int(row[0]) for row in rows)
+
+    async def purge(self, *, states: Sequence[str], older_than: float) -> int:
+        check_final_states(states)
+        async with self._cursor() as cur:
+            await cur.execute(self._sql["purge"], (list(states), older_than))
+            return cur.rowcount
 
 
 def _redact(url: str) -> str:

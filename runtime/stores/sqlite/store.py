@@ -12,6 +12,7 @@ share the database file: WAL mode lets readers run beside the writer, every writ
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sqlite3
@@ -29,19 +30,26 @@ from corral.runtime.stores.protocol import (
     FAILED,
     RETRYING,
     WAITING,
+    AttemptRecord,
     ClaimedJob,
     Completion,
     FailedJob,
     HeldLease,
+    JobFilter,
+    JobRecord,
     JobState,
+    KeyLease,
     NewJob,
     PeriodicSpec,
     QueueCounts,
     RelayPass,
     Route,
     attempt_holder,
+    attempt_record,
+    check_final_states,
     claimed_job,
     failed_job,
+    job_record,
     queue_counts,
     routed_jobs,
 )
@@ -207,11 +215,14 @@ class SqliteStore:
         return list(self._applied)
 
     async def open(self) -> None:
+        await self._open_with(self._connect)
+
+    async def _open_with(self, connect: Callable[[], sqlite3.Connection]) -> None:
         if self._conn is not None:
             return
         self._thread.start()
         try:
-            self._conn = await self._thread.call(self._connect)
+            self._conn = await self._thread.call(connect)
         except BaseException:
             await self._thread.stop()
             raise
@@ -543,3 +554,85 @@ class SqliteStore:
                 return cur.rowcount
 
         return await self._run(prune)
+
+    # -- operating ------------------------------------------------------------------------------
+
+    async def open_existing(self, *, read_only: bool) -> None:
+        await self._open_with(lambda: self._connect_existing(read_only))
+
+    def _connect_existing(self, read_only: bool) -> sqlite3.Connection:
+        """A connection to the file as it is (``mode=ro`` or ``rw``: SQLite itself refuses to create
+        it), at this corral's schema version."""
+        path = Path(self.path).resolve()
+        if not path.is_file():
+            raise StoreUnavailable(
+                f"no SQLite store at {path}: it is never created to be inspected "
+                "(run from the service's folder, or create it with `corral migrate MODULE:RUNTIME`)"
+            )
+        try:
+            conn = sqlite3.connect(
+                f"{path.as_uri()}?mode={'ro' if read_only else 'rw'}",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open sqlite store {str(path)!r}: {exc}") from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
+            version = int(conn.execute(_SQL["version"]).fetchone()[0])
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreUnavailable(f"{path} is not a corral store: {exc}") from exc
+        if version != SCHEMA_VERSION:
+            conn.close()
+            raise StoreUnavailable(
+                f"{self}: the schema is at version {version}, this corral needs {SCHEMA_VERSION}: "
+                "run `corral migrate MODULE:RUNTIME`"
+            )
+        return conn
+
+    async def _select_jobs(self, where: JobFilter, job_id: int | None = None) -> list[JobRecord]:
+        filters = {**dataclasses.asdict(where), "id": job_id}
+        return await self._run(lambda conn: [job_record(row) for row in conn.execute(_SQL["job_list"], filters)])
+
+    async def list_jobs(self, where: JobFilter) -> list[JobRecord]:
+        return await self._select_jobs(where)
+
+    async def job(self, job_id: int) -> JobRecord | None:
+        found = await self._select_jobs(JobFilter(limit=1), job_id)
+        return found[0] if found else None
+
+    async def attempts(self, job_id: int) -> list[AttemptRecord]:
+        return await self._run(
+            lambda conn: [attempt_record(row) for row in conn.execute(_SQL["attempt_list"], (job_id,))]
+        )
+
+    async def key_leases(self) -> list[KeyLease]:
+        return await self._run(
+            lambda conn: [KeyLease(*row) for row in conn.execute(_SQL["key_lease_list"], (self._clock(),))]
+        )
+
+    async def finished_since(self, since: float) -> list[tuple[str, str, float]]:
+        return await self._run(
+            lambda conn: [(row[0], row[1], row[2]) for row in conn.execute(_SQL["finished_since"], (since,))]
+        )
+
+    async def retry_failed(self, job_ids: Sequence[int] | None, *, queue: str | None = None) -> list[int]:
+        ids = None if job_ids is None else json.dumps(list(job_ids))
+
+        def retry(conn: sqlite3.Connection) -> list[int]:
+            with self._write(conn):
+                rows = conn.execute(_SQL["retry_failed"], {"now": self._clock(), "ids": ids, "queue": queue})
+                return sorted(int(row[0]) for row in rows)
+
+        return await self._run(retry)
+
+    async def purge(self, *, states: Sequence[str], older_than: float) -> int:
+        check_final_states(states)
+
+        def purge(conn: sqlite3.Connection) -> int:
+            with self._write(conn):
+                return conn.execute(_SQL["purge"], (json.dumps(list(states)), self._clock() - older_than)).rowcount
+
+        return await self._run(purge)
