@@ -29,6 +29,7 @@ from corral.runtime.budget import Budget, compute_budget
 from corral.runtime.completer import Completer
 from corral.runtime.config import RuntimeConfig
 from corral.runtime.declarations import IN_PROCESS, PROCESS, JobKind, KindTable, Queue, declaring_queue
+from corral.runtime.enqueueing import JobRequest, UniqueArg, check_priority, check_unique, unique_key
 from corral.runtime.errors import (
     BudgetError,
     ConfigError,
@@ -48,7 +49,7 @@ from corral.runtime.payloads import UnstorableJson, encode_json, is_storable_tex
 from corral.runtime.producer import Producer, Producers
 from corral.runtime.stats import RuntimeStats
 from corral.runtime.stores import open_store
-from corral.runtime.stores.protocol import FailedJob, NewJob, QueueCounts, Store
+from corral.runtime.stores.protocol import Enqueued, FailedJob, NewJob, QueueCounts, Store
 from corral.runtime.waiters import JobStatus, Waiters
 
 __all__ = ["Runtime"]
@@ -367,15 +368,48 @@ class Runtime:
         return UnknownJobKind(f"unknown job kind {kind!r}; declared kinds: {known}")
 
     async def enqueue(
-        self, kind: str, /, *, key: str | None = None, delay: float | None = None, conn: Any = None, **args: Any
-    ) -> int:
-        """Store a job of ``kind`` with JSON ``args``; return its id. ``key`` groups jobs for ``per_key``;
-        ``delay`` (seconds) postpones the first run. ``conn`` (PostgreSQL: a ``psycopg.AsyncConnection``
-        inside the caller's transaction) makes the job exist if and only if that transaction commits."""
+        self,
+        kind: str,
+        /,
+        *,
+        key: str | None = None,
+        delay: float | None = None,
+        priority: int | None = None,
+        unique: UniqueArg | None = None,
+        conn: Any = None,
+        **args: Any,
+    ) -> Enqueued:
+        """Store a job of ``kind`` with JSON ``args``; return its id (an ``int``). ``key`` groups jobs for
+        ``per_key``; ``delay`` (seconds) postpones the first run; ``priority`` (0..3, default the kind's)
+        puts it ahead of lower ones in its queue. ``unique`` (default the kind's): True or ``"by-args"``
+        (the kind and its arguments), a key string (per kind) or ``{"key": ..., "states": [...], "for":
+        seconds}``; while a job with the same unique key is waiting, running or retrying (or in
+        ``states``), nothing is inserted and the answer is that job's id with ``.duplicate`` True.
+        ``conn`` (PostgreSQL: a ``psycopg.AsyncConnection`` inside the caller's transaction) makes the
+        job exist if and only if that transaction commits."""
+        request = JobRequest(kind, key=key, delay=delay, priority=priority, unique=unique, **args)
+        return (await self._enqueue([request], conn=conn, what=f"enqueue of a {kind!r} job"))[0]
+
+    async def enqueue_many(self, jobs: Sequence[JobRequest], /, *, conn: Any = None) -> list[Enqueued]:
+        """Store every job of ``jobs`` (:class:`JobRequest`, each with ``enqueue``'s keywords) in one
+        transaction and one round trip to the store: all or none. Return their ids in order, as
+        :meth:`enqueue` answers each (a duplicate: the holder's id, ``.duplicate`` True; a unique key
+        twice in the batch: the first job's). ``conn`` as for :meth:`enqueue`."""
+        if isinstance(jobs, (str, bytes)) or not isinstance(jobs, Sequence):
+            raise JobArgumentError(f"enqueue_many takes a list of JobRequest, got {type(jobs).__name__}")
+        if not jobs:
+            return []
+        return await self._enqueue(jobs, conn=conn, what=f"enqueue_many of {len(jobs)} job(s)")
+
+    def _new_job(self, request: JobRequest, now: float) -> NewJob:
+        """``request`` checked and encoded as the store takes it; JobArgumentError says what is wrong."""
+        if not isinstance(request, JobRequest):
+            raise JobArgumentError(f"enqueue_many takes JobRequest items, got {type(request).__name__}")
+        kind, key, delay = request.kind, request.key, request.delay
         job_kind = self._kinds.get(kind)
         if job_kind is None:
             raise self._unknown(kind)
-        args_json = _encode("arguments", job_kind, args)
+        args_json = _encode("arguments", job_kind, request.args)
         if key is not None and (
             not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_LENGTH or not is_storable_text(key)
         ):
@@ -387,22 +421,33 @@ class Runtime:
             isinstance(delay, bool) or not isinstance(delay, (int, float)) or not math.isfinite(delay) or delay < 0
         ):
             raise JobArgumentError(f"delay must be a number of seconds >= 0, got {delay!r}")
-        self._lifecycle.require_running()
-        new = NewJob(
+        what = f"job of kind {kind!r}"
+        priority = job_kind.priority if request.priority is None else request.priority
+        unique = job_kind.unique if request.unique is None else check_unique(what, request.unique, JobArgumentError)
+        return NewJob(
             queue=job_kind.queue,
             kind=kind,
             args_json=args_json,
             key=key,
-            run_at=time.time() + (delay or 0.0),
+            run_at=now + (delay or 0.0),
             max_attempts=job_kind.max_attempts,
             lease_seconds=job_kind.lease_seconds,
+            priority=check_priority(what, priority, JobArgumentError),
+            unique_key=None if unique is None else unique_key(unique, kind=kind, args_json=args_json, now=now),
+            unique_states=() if unique is None else unique.states,
         )
-        (job_id,) = await self._bounded(f"enqueue of a {kind!r} job", self.store.enqueue([new], conn=conn))
-        if conn is None:  # a job in an uncommitted transaction may never exist: wait() asks the store
-            self._waiters.remember(job_id, job_kind.queue)
-        if not delay:
-            self._producers.wake(job_kind.queue)
-        return job_id
+
+    async def _enqueue(self, requests: Sequence[JobRequest], *, conn: Any, what: str) -> list[Enqueued]:
+        now = time.time()
+        jobs = [self._new_job(request, now) for request in requests]
+        self._lifecycle.require_running()
+        ids = await self._bounded(what, self.store.enqueue(jobs, conn=conn))
+        for job, job_id in zip(jobs, ids, strict=True):
+            if conn is None:  # a job in an uncommitted transaction may never exist: wait() asks the store
+                self._waiters.remember(job_id, job.queue)
+            if job.run_at <= now and not job_id.duplicate:
+                self._producers.wake(job.queue)
+        return ids
 
     async def publish(self, topic: str, payload: Mapping[str, Any], *, conn: Any = None) -> int:
         """Write an event to the outbox; the relay turns it into one job per subscribed kind. ``conn`` as

@@ -22,6 +22,7 @@ from corral.runtime.stores import SCHEMES
 from corral.runtime.stores.memory import MemoryStore
 from corral.runtime.stores.postgres import PostgresStore
 from corral.runtime.stores.protocol import (
+    UNIQUE_ALWAYS,
     Completion,
     HeldLease,
     NewJob,
@@ -87,6 +88,9 @@ def new_job(
     delay: float = 0.0,
     max_attempts: int = 3,
     lease_seconds: float = 30.0,
+    priority: int = 0,
+    unique: str | None = None,
+    unique_states: tuple[str, ...] = UNIQUE_ALWAYS,
 ) -> NewJob:
     return NewJob(
         queue=queue,
@@ -96,6 +100,9 @@ def new_job(
         run_at=time.time() + delay,
         max_attempts=max_attempts,
         lease_seconds=lease_seconds,
+        priority=priority,
+        unique_key=unique,
+        unique_states=unique_states,
     )
 
 
@@ -137,6 +144,101 @@ def test_claim_sees_only_its_queue_and_jobs_already_due(make_store: StoreFactory
         assert await store.claim("q", 10, "w") == []
         assert [job.id for job in await store.claim("other", 10, "w")] == [other]
         assert await state_of(store, future) == "waiting"
+
+    drive(make_store, scenario)
+
+
+def test_claims_take_the_highest_priority_first_then_the_oldest_due(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        low_old, high, mid, high_later, high_future = await store.enqueue(
+            [
+                new_job(priority=0, delay=-10),
+                new_job(priority=3, delay=-1),
+                new_job(priority=1, delay=-5),
+                new_job(priority=3, delay=-0.5),
+                new_job(priority=3, delay=60),  # not due: it takes nobody's place
+            ]
+        )
+        first = await store.claim("q", 2, "w")
+        assert [(job.id, job.priority) for job in first] == [(high, 3), (high_later, 3)]
+        assert [job.id for job in await store.claim("q", 10, "w")] == [mid, low_old]
+        assert await state_of(store, high_future) == "waiting"
+        # A retry keeps its priority: it goes ahead of the lower ones again.
+        (plain,) = await store.enqueue([new_job(priority=0, delay=-100)])
+        await store.fail(high, first[0].token, error="E", traceback=None, retry_at=time.time() - 1)
+        assert [job.id for job in await store.claim("q", 1, "w")] == [high]
+        assert [job.id for job in await store.claim("q", 1, "w")] == [plain]
+
+    drive(make_store, scenario)
+
+
+def test_keyed_claims_take_the_highest_priority_first_within_and_across_keys(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        a_low, a_high, b_mid, plain_low = await store.enqueue(
+            [
+                new_job(key="a", priority=0, delay=-10),
+                new_job(key="a", priority=2, delay=-1),
+                new_job(key="b", priority=1, delay=-5),
+                new_job(priority=0, delay=-20),
+            ]
+        )
+        claimed = await store.claim("q", 2, "w", per_key=1)
+        assert [job.id for job in claimed] == [a_high, b_mid]  # a's slot goes to its higher job
+        assert [job.id for job in await store.claim("q", 10, "w", per_key=1)] == [plain_low]
+        await store.release_key_lease("q", "a", holder=attempt_holder(a_high, FIRST_CLAIM))
+        assert [job.id for job in await store.claim("q", 10, "w", per_key=1)] == [a_low]
+
+    drive(make_store, scenario)
+
+
+# -- unique jobs ----------------------------------------------------------------------------------
+
+
+def test_a_unique_key_is_held_while_waiting_running_or_retrying_and_free_once_finished(
+    make_store: StoreFactory,
+) -> None:
+    async def scenario(store: Store) -> None:
+        (first,) = await store.enqueue([new_job(unique="u", args={"n": 1})])
+        assert not first.duplicate
+        (again,) = await store.enqueue([new_job(unique="u", args={"n": 2})])
+        assert (again, again.duplicate) == (first, True)
+        # In one batch: a held key, a new key twice, a job without a key.
+        held, new, new_twice, plain = await store.enqueue(
+            [new_job(unique="u"), new_job(unique="v"), new_job(unique="v"), new_job()]
+        )
+        assert (held, held.duplicate) == (first, True)
+        assert not new.duplicate and not plain.duplicate and new != plain
+        assert (new_twice, new_twice.duplicate) == (new, True)
+        assert (await store.counts())["q"] == QueueCounts(waiting=3)
+        claimed = {job.id: job for job in await store.claim("q", 10, "w")}
+        assert (await store.enqueue([new_job(unique="u")]))[0].duplicate  # running
+        await store.fail(first, claimed[first].token, error="E", traceback=None, retry_at=time.time() + 60)
+        assert (await store.enqueue([new_job(unique="u")]))[0].duplicate  # retrying
+        await store.complete([Completion(new, claimed[new].token, None)])
+        (after_done,) = await store.enqueue([new_job(unique="v")])
+        assert not after_done.duplicate and after_done != new  # done: the key is free again
+        (other_queue,) = await store.enqueue([new_job("other", unique="w")])
+        assert (await store.enqueue([new_job(unique="w")]))[0] == other_queue  # a key is not per queue
+        assert (await store.counts())["q"].waiting == 1
+
+    drive(make_store, scenario)
+
+
+def test_unique_states_can_hold_the_key_in_final_states_too(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        with_done = (*UNIQUE_ALWAYS, "done")
+        with_failed = (*UNIQUE_ALWAYS, "failed")
+        done, failed = await store.enqueue(
+            [new_job(unique="d", unique_states=with_done), new_job(unique="f", unique_states=with_failed)]
+        )
+        claimed = {job.id: job for job in await store.claim("q", 10, "w")}
+        await store.complete([Completion(done, claimed[done].token, None)])
+        await store.fail(failed, claimed[failed].token, error="E", traceback=None, retry_at=None)
+        assert (await store.enqueue([new_job(unique="d", unique_states=with_done)]))[0] == done
+        assert (await store.enqueue([new_job(unique="f", unique_states=with_failed)]))[0] == failed
+        # A key is held by the states of the job that has it, not of the one enqueued now.
+        (fresh,) = await store.enqueue([new_job(unique="f")])
+        assert fresh.duplicate and fresh == failed
 
     drive(make_store, scenario)
 

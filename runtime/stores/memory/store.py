@@ -30,6 +30,7 @@ from corral.runtime.stores.protocol import (
     WAITING,
     ClaimedJob,
     Completion,
+    Enqueued,
     FailedJob,
     HeldLease,
     JobState,
@@ -65,6 +66,9 @@ class _Job:
     run_at: float
     enqueued_at: float
     event_id: int | None
+    priority: int = 0
+    unique_key: str | None = None
+    unique_states: tuple[str, ...] = ()
     attempt: int = 0
     claims: int = 0
     started_at: float | None = None
@@ -92,9 +96,12 @@ class MemoryStore:
         self._job_ids = itertools.count(1)
         self._event_ids = itertools.count(1)
         self._jobs: dict[int, _Job] = {}
-        # Per queue, a heap of (run_at, id) for every job that became runnable; an entry whose job has
-        # since changed (claimed, settled, run_at moved, pruned) is dropped when it comes up.
-        self._runnable: dict[str, list[tuple[float, int]]] = {}
+        # Per queue, a heap of (-priority, run_at, id) for every job that became runnable; an entry whose
+        # job has since changed (claimed, settled, run_at moved, pruned) is dropped when it comes up.
+        self._runnable: dict[str, list[tuple[int, float, int]]] = {}
+        # The SQL stores' unique index: the last job inserted with each key, which holds the key while
+        # its state is one of its unique_states (a job that left them has freed it).
+        self._unique: dict[str, int] = {}
         self._running: set[int] = set()
         self._from_events: set[tuple[int, str]] = set()  # (event_id, kind): the SQL stores' unique index
         self._events: dict[int, tuple[str, str]] = {}  # id -> (topic, payload), in id order
@@ -146,9 +153,17 @@ class MemoryStore:
         return self._clock()
 
     def _make_runnable(self, job: _Job) -> None:
-        heapq.heappush(self._runnable.setdefault(job.queue, []), (job.run_at, job.id))
+        heapq.heappush(self._runnable.setdefault(job.queue, []), (-job.priority, job.run_at, job.id))
 
-    def _insert(self, job: NewJob, *, now: float, event_id: int | None = None) -> int:
+    def _unique_holder(self, unique_key: str) -> int | None:
+        holder = self._jobs.get(self._unique.get(unique_key, 0))
+        return None if holder is None or holder.state not in holder.unique_states else holder.id
+
+    def _insert(self, job: NewJob, *, now: float, event_id: int | None = None) -> Enqueued:
+        if job.unique_key is not None:
+            holder = self._unique_holder(job.unique_key)
+            if holder is not None:
+                return Enqueued(holder, duplicate=True)
         job_id = next(self._job_ids)
         row = _Job(
             id=job_id,
@@ -162,12 +177,17 @@ class MemoryStore:
             run_at=job.run_at,
             enqueued_at=now,
             event_id=event_id,
+            priority=job.priority,
+            unique_key=job.unique_key,
+            unique_states=job.unique_states,
         )
         self._jobs[job_id] = row
+        if job.unique_key is not None:
+            self._unique[job.unique_key] = job_id
         self._make_runnable(row)
         if event_id is not None:
             self._from_events.add((event_id, job.kind))
-        return job_id
+        return Enqueued(job_id)
 
     def _unlease(self, job: _Job) -> None:
         job.lease_until = None
@@ -181,7 +201,7 @@ class MemoryStore:
 
     # -- jobs -----------------------------------------------------------------------------------
 
-    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
+    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[Enqueued]:
         now = await self._begin(conn)
         return [self._insert(job, now=now) for job in jobs]
 
@@ -191,14 +211,18 @@ class MemoryStore:
         now = await self._begin()
         heap = self._runnable.get(queue, [])
         claimed: list[ClaimedJob] = []
-        key_busy: list[tuple[float, int]] = []  # entries of jobs whose key has no free slot: they stay runnable
+        key_busy: list[tuple[int, float, int]] = []  # entries of jobs whose key has no free slot: they stay runnable
         free_slots: dict[str, list[int]] = {}
-        while heap and len(claimed) < limit and heap[0][0] <= now:
+        not_due: list[tuple[int, float, int]] = []  # higher priority but later: runnable, not yet due
+        while heap and len(claimed) < limit:
             entry = heapq.heappop(heap)
-            run_at, job_id = entry
+            _, run_at, job_id = entry
             job = self._jobs.get(job_id)
             if job is None or job.state not in _RUNNABLE or job.run_at != run_at:
                 continue  # a stale entry
+            if run_at > now:
+                not_due.append(entry)
+                continue
             if per_key is not None and job.key is not None:
                 if job.key not in free_slots:
                     free_slots[job.key] = [
@@ -230,9 +254,10 @@ class MemoryStore:
                     enqueued_at=job.enqueued_at,
                     run_at=job.run_at,
                     crashes=job.crashes,
+                    priority=job.priority,
                 )
             )
-        for entry in key_busy:
+        for entry in key_busy + not_due:
             heapq.heappush(heap, entry)
         return claimed
 

@@ -31,6 +31,7 @@ from corral.runtime.stores.protocol import (
     WAITING,
     ClaimedJob,
     Completion,
+    Enqueued,
     FailedJob,
     HeldLease,
     JobState,
@@ -44,6 +45,7 @@ from corral.runtime.stores.protocol import (
     failed_job,
     queue_counts,
     routed_jobs,
+    unique_states_text,
 )
 from corral.runtime.stores.sqlfiles import read_migrations, read_queries, split_statements
 
@@ -224,30 +226,40 @@ class SqliteStore:
 
     # -- jobs -----------------------------------------------------------------------------------
 
-    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, job: NewJob, now: float) -> Enqueued:
+        """Insert one job inside the caller's write transaction; a unique key already held answers its
+        holder (the write lock keeps the holder from changing in between)."""
+        unique_states = None if job.unique_key is None else unique_states_text(job.unique_states)
+        cur = conn.execute(
+            _SQL["insert_job"],
+            (
+                job.queue,
+                job.kind,
+                job.args_json,
+                job.key,
+                job.max_attempts,
+                job.lease_seconds,
+                job.run_at,
+                now,
+                None,
+                job.priority,
+                job.unique_key,
+                unique_states,
+            ),
+        )
+        if cur.rowcount == 1:
+            return Enqueued(int(cur.lastrowid or 0))
+        (holder,) = conn.execute(_SQL["unique_holder"], (job.unique_key,)).fetchone()
+        return Enqueued(int(holder), duplicate=True)
+
+    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[Enqueued]:
         self._no_foreign_conn(conn)
         now = self._clock()
 
-        def insert(conn: sqlite3.Connection) -> list[int]:
-            ids: list[int] = []
+        def insert(conn: sqlite3.Connection) -> list[Enqueued]:
             with self._write(conn):
-                for job in jobs:
-                    cur = conn.execute(
-                        _SQL["insert_job"],
-                        (
-                            job.queue,
-                            job.kind,
-                            job.args_json,
-                            job.key,
-                            job.max_attempts,
-                            job.lease_seconds,
-                            job.run_at,
-                            now,
-                            None,
-                        ),
-                    )
-                    ids.append(int(cur.lastrowid or 0))
-            return ids
+                return [self._insert(conn, job, now) for job in jobs]
 
         return await self._run(insert)
 
@@ -265,7 +277,7 @@ class SqliteStore:
                 else:
                     rows = self._claim_with_key_slots(conn, queue, limit, worker_id, per_key, now)
             jobs = [claimed_job(queue, row) for row in rows]
-            jobs.sort(key=lambda job: (job.run_at, job.id))
+            jobs.sort(key=lambda job: job.claim_order)
             return jobs
 
         jobs = await self._run(claim)
@@ -499,11 +511,16 @@ class SqliteStore:
                         if due:
                             conn.execute(_SQL["periodic_due"], (now + spec.every, spec.kind))
                     if due:
-                        cur = conn.execute(
-                            _SQL["insert_job"],
-                            (spec.queue, spec.kind, "{}", None, spec.max_attempts, spec.lease_seconds, now, now, None),
+                        job = NewJob(
+                            queue=spec.queue,
+                            kind=spec.kind,
+                            args_json="{}",
+                            key=None,
+                            run_at=now,
+                            max_attempts=spec.max_attempts,
+                            lease_seconds=spec.lease_seconds,
                         )
-                        ids.append(int(cur.lastrowid or 0))
+                        ids.append(self._insert(conn, job, now))
             return ids
 
         return await self._run(schedule)
