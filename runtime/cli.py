@@ -145,8 +145,45 @@ async def _inspect(runtime: Runtime, failed: bool, limit: int, as_json: bool) ->
         await runtime.store.close()
 
 
+async def _cancel(runtime: Runtime, job_ids: list[int]) -> list[int]:
+    await runtime.store.open()
+    try:
+        return await runtime.store.cancel(job_ids)
+    finally:
+        await runtime.store.close()
+
+
+def _cancel_main(argv: list[str]) -> int:
+    """``corral jobs MODULE:RUNTIME cancel ID...``: exit 0 when every job was cancelled, 1 when some were
+    already finished or unknown, 2 on a usage or store error."""
+    parser = argparse.ArgumentParser(
+        prog="corral jobs MODULE:RUNTIME cancel",
+        description="Cancel jobs: a waiting one never runs, a running one is stopped by its worker.",
+    )
+    parser.add_argument("ids", metavar="ID", type=int, nargs="+", help="the ids of the jobs to cancel")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    target, args = argv[0], parser.parse_args(argv[2:])
+    try:
+        cancelled = asyncio.run(_cancel(load_runtime(target), args.ids))
+    except CorralRuntimeError as exc:
+        print(f"corral jobs cancel: {exc}", file=sys.stderr)
+        return 2
+    left = [job_id for job_id in args.ids if job_id not in cancelled]
+    if args.json:
+        print(json.dumps({"cancelled": cancelled, "not_cancelled": left}))
+    else:
+        for job_id in cancelled:
+            print(f"#{job_id} cancelled")
+        for job_id in left:
+            print(f"#{job_id} not cancelled: already finished, or no such job")
+    return 1 if left else 0
+
+
 def jobs_main(argv: list[str]) -> int:
-    """``corral jobs MODULE:RUNTIME [--failed]``: job counts per queue and state, or the failed jobs."""
+    """``corral jobs MODULE:RUNTIME [--failed]``: job counts per queue and state, or the failed jobs;
+    ``corral jobs MODULE:RUNTIME cancel ID...`` cancels jobs."""
+    if len(argv) >= 2 and argv[1] == "cancel":
+        return _cancel_main(argv)
     parser = argparse.ArgumentParser(prog="corral jobs", description="Show job counts per queue, or failed jobs.")
     parser.add_argument(
         "target", metavar="MODULE:RUNTIME", help="where the Runtime object lives, e.g. app.jobs:runtime"

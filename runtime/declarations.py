@@ -356,7 +356,7 @@ class JobContext:
 
     @property
     def stop_requested(self) -> bool:
-        """True once the job's timeout expired or the runtime is stopping hard."""
+        """True once the job's timeout expired, its job was cancelled, or the runtime is stopping hard."""
         return self._stop.is_set()
 
     def request_stop(self) -> None:

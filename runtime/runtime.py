@@ -43,7 +43,7 @@ from corral.runtime.includes import import_modules
 from corral.runtime.infra import LoopWatchdog, ProcessPool, cancel_detached, default_start_method, spawn
 from corral.runtime.isolation import serve_imported, serve_inherited
 from corral.runtime.lifecycle import Lifecycle, State
-from corral.runtime.maintenance import PeriodicScheduler, Pruner, Relay, Rescuer
+from corral.runtime.maintenance import Canceller, PeriodicScheduler, Pruner, Relay, Rescuer
 from corral.runtime.names import check_name
 from corral.runtime.payloads import UnstorableJson, encode_json, is_storable_text
 from corral.runtime.producer import Producer, Producers
@@ -198,6 +198,12 @@ class Runtime:
             crash_kinds=lambda: [kind.name for kind in self._kinds.values() if kind.isolation == IN_PROCESS],
         )
         self._pruner = Pruner(store=self.store, config=config, lifecycle=self._lifecycle)
+        self._canceller = Canceller(
+            store=self.store,
+            lifecycle=self._lifecycle,
+            running_job_ids=self._executor.running_job_ids,
+            cancel=self._executor.cancel,
+        )
         self._periodic = PeriodicScheduler(
             store=self.store, config=config, lifecycle=self._lifecycle, wake=self._producers.wake
         )
@@ -282,6 +288,7 @@ class Runtime:
         self._plumbing.append(spawn(self._waiters.run(), name="corral:notifier"))
         self._plumbing.append(spawn(self._rescuer.run(), name="corral:rescuer"))
         self._plumbing.append(spawn(self._pruner.run(), name="corral:pruner"))
+        self._plumbing.append(spawn(self._canceller.run(), name="corral:canceller"))
         self._plumbing.append(spawn(self._periodic.run(), name="corral:periodic"))
         for index in range(self.config.relay):
             self._relay_tasks.append(spawn(self._relay.run(), name=f"corral:relay-{index}"))
@@ -449,6 +456,23 @@ class Runtime:
                 self._producers.wake(job.queue)
         return ids
 
+    async def cancel(self, *job_ids: int) -> list[int]:
+        """Cancel jobs: a waiting or retrying one never runs; a running one (in any process) has its attempt
+        stopped (async: its task is cancelled; ``isolation="process"``: its child is killed; in-process
+        sync: ``ctx.stop_requested`` becomes true), within about a second where the store cannot push the
+        notice. Each ends ``cancelled`` and is not retried, whatever its attempt records afterwards; its
+        worker slot is freed once its code has really stopped. Return the ids cancelled now (jobs
+        already finished, or unknown, are not)."""
+        for job_id in job_ids:
+            if isinstance(job_id, bool) or not isinstance(job_id, int):
+                raise JobArgumentError(f"cancel takes job ids (integers), got {job_id!r}")
+        self._lifecycle.require_running()
+        cancelled = await self._bounded(f"cancel of {len(job_ids)} job(s)", self.store.cancel(job_ids))
+        self._executor.cancel(set(cancelled))  # this process's attempts stop now, not at the next look
+        for job_id in cancelled:
+            self._waiters.settled(job_id)
+        return cancelled
+
     async def publish(self, topic: str, payload: Mapping[str, Any], *, conn: Any = None) -> int:
         """Write an event to the outbox; the relay turns it into one job per subscribed kind. ``conn`` as
         for :meth:`enqueue`: the event exists if and only if the caller's transaction commits."""
@@ -513,6 +537,7 @@ class Runtime:
 
     def _on_finished_notice(self, job_ids: Sequence[int]) -> None:
         self._waiters.on_finished_notice(job_ids)
+        self._canceller.on_finished(job_ids)  # a job cancelled elsewhere may run here
 
     def _on_events_notice(self) -> None:
         self._relay.poke()
@@ -520,7 +545,7 @@ class Runtime:
     # -- waiting --------------------------------------------------------------------------------
 
     async def wait(self, job_id: int, *, timeout: float = 2.0) -> JobStatus:
-        """Wait up to ``timeout`` seconds for a job to finish (done or failed for good).
+        """Wait up to ``timeout`` seconds for a job to finish (done, failed for good or cancelled).
 
         Served by this process's single notifier. When the job's queue already has
         ``max_waiters`` waiters, answers at once with ``waited=False`` instead of queueing. A timeout

@@ -7,7 +7,9 @@ the stores share beyond the protocol: turning selected rows into records, routin
 to jobs, and the text a rescued job's error carries.
 
 Job states: ``waiting`` (new, snoozed or released), ``running`` (claimed, under a lease),
-``retrying`` (failed or rescued, runnable again at ``run_at``), ``done`` and ``failed`` (final).
+``retrying`` (failed or rescued, runnable again at ``run_at``), ``done``, ``failed`` and
+``cancelled`` (final). A cancelled job is never claimed again and keeps that state whatever its running
+attempt (if any) records afterwards: the store refuses the attempt's outcome.
 
 Claims take the highest ``priority`` first (0..3), then the oldest ``run_at``, then the lowest id.
 A job with a ``unique_key`` holds that key while its state is one of its ``unique_states`` (always
@@ -24,8 +26,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
+    "CANCELLED",
     "DONE",
     "FAILED",
+    "FINAL_STATES",
     "PRIORITIES",
     "RETRYING",
     "RUNNING",
@@ -60,7 +64,9 @@ RUNNING = "running"
 RETRYING = "retrying"
 DONE = "done"
 FAILED = "failed"
-STATES = (WAITING, RUNNING, RETRYING, FAILED, DONE)
+CANCELLED = "cancelled"
+STATES = (WAITING, RUNNING, RETRYING, FAILED, DONE, CANCELLED)
+FINAL_STATES = (DONE, FAILED, CANCELLED)
 # The states in which a unique job always holds its key: a job moves between them without a new
 # insert, so a key released in one of them could be taken by a second job and collide on its return.
 UNIQUE_ALWAYS = (WAITING, RUNNING, RETRYING)
@@ -177,6 +183,7 @@ class QueueCounts:
     retrying: int = 0
     failed: int = 0
     done: int = 0
+    cancelled: int = 0
 
 
 @dataclass(frozen=True)
@@ -245,6 +252,12 @@ class Store(Protocol):
 
     async def complete(self, completions: Sequence[Completion]) -> None:
         """Record finished jobs (a batch, one transaction)."""
+
+    async def cancel(self, job_ids: Sequence[int]) -> list[int]:
+        """Move each job of ``job_ids`` that is waiting, retrying or running to ``cancelled`` (one
+        transaction); return the ids it cancelled, in order (jobs already final, or unknown, are left).
+        A running one's attempt is told by the store's finished-job notice where it pushes them; its
+        process also finds it by reading :meth:`job_states` of the attempts it runs."""
 
     async def fail(
         self,

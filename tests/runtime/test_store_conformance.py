@@ -243,6 +243,64 @@ def test_unique_states_can_hold_the_key_in_final_states_too(make_store: StoreFac
     drive(make_store, scenario)
 
 
+# -- cancelling -----------------------------------------------------------------------------------
+
+
+def test_cancel_ends_waiting_and_running_jobs_and_their_attempts_cannot_settle_them(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        waiting, running, retrying, done, later = await store.enqueue(
+            [new_job(delay=-3), new_job(delay=-2), new_job(delay=-1), new_job(delay=-0.5), new_job(delay=60)]
+        )
+        claimed = {job.id: job for job in await store.claim("q", 10, "w")}
+        assert set(claimed) == {waiting, running, retrying, done}
+        await store.fail(retrying, claimed[retrying].token, error="E", traceback=None, retry_at=time.time() + 60)
+        await store.complete([Completion(done, claimed[done].token, None)])
+        await store.release(waiting, claimed[waiting].token)
+        assert await store.cancel([]) == []
+        assert await store.cancel([later, running, done, 10**9, retrying, waiting]) == [
+            later,
+            running,
+            retrying,
+            waiting,
+        ]
+        assert await store.cancel([running]) == []  # cancelled is final: once
+        states = await store.job_states([waiting, running, retrying, done, later])
+        assert {job_id: state.state for job_id, state in states.items()} == {
+            waiting: "cancelled",
+            running: "cancelled",
+            retrying: "cancelled",
+            done: "done",
+            later: "cancelled",
+        }
+        assert (await store.counts())["q"] == QueueCounts(done=1, cancelled=4)
+        token = claimed[running].token
+        # Its attempt ends afterwards: whatever it records, the job stays cancelled and never runs again.
+        await store.complete([Completion(running, token, json.dumps("late"))])
+        assert not await store.fail(running, token, error="E", traceback=None, retry_at=time.time() - 1)
+        await store.snooze(running, token, seconds=0)
+        assert not await store.renew(running, token, seconds=60, key=None)
+        assert (await store.job_states([running]))[running].result_json is None
+        await asyncio.sleep(PAST_SHORT)
+        assert await store.rescue_expired() == 0
+        assert await store.claim("q", 10, "w") == []
+        assert await state_of(store, running) == "cancelled"
+
+    drive(make_store, scenario)
+
+
+def test_a_cancelled_unique_job_frees_its_key(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        (first,) = await store.enqueue([new_job(unique="u")])
+        assert await store.cancel([first]) == [first]
+        (second,) = await store.enqueue([new_job(unique="u")])
+        assert not second.duplicate and second != first
+        (kept,) = await store.enqueue([new_job(unique="c", unique_states=(*UNIQUE_ALWAYS, "cancelled"))])
+        await store.cancel([kept])
+        assert (await store.enqueue([new_job(unique="c")]))[0] == kept
+
+    drive(make_store, scenario)
+
+
 # -- settling a claim -----------------------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from corral.runtime.errors import ConfigError, StoreUnavailable
 from corral.runtime.stores.protocol import (
+    CANCELLED,
     DONE,
     FAILED,
     RETRYING,
@@ -277,12 +278,28 @@ class MemoryStore:
             # Like the SQL stores: the current claim settles its job in any state but done (a job
             # rescued but not yet re-claimed still takes its late result).
             job = self._jobs.get(completion.job_id)
-            if job is None or job.claims != completion.token or job.state == DONE:
+            if job is None or job.claims != completion.token or job.state in (DONE, CANCELLED):
                 continue
             job.state = DONE
             job.result_json = completion.result_json
             job.finished_at = now
             self._unlease(job)
+
+    async def cancel(self, job_ids: Sequence[int]) -> list[int]:
+        if not job_ids:
+            return []
+        now = await self._begin()
+        cancelled: list[int] = []
+        for job_id in job_ids:
+            job = self._jobs.get(job_id)
+            if job is None or job.state not in (*_RUNNABLE, RUNNING):
+                continue
+            job.state = CANCELLED
+            job.finished_at = now
+            job.lease_until = None  # its worker_id stays, as in the SQL stores
+            self._running.discard(job.id)
+            cancelled.append(int(job_id))
+        return cancelled
 
     async def fail(
         self,

@@ -138,6 +138,7 @@ class PostgresStore:
         names = {name: self._table(name) for name in _TABLES}
         names.update({name: sql.Identifier(prefix + name) for name in _INDEXES})
         names["qualified_jobs_runnable"] = self._table("jobs_runnable")  # DROP INDEX needs its schema
+        names["jobs_state_check"] = sql.Identifier(prefix + "jobs_state_check")  # 0001's unnamed CHECK, as named
         self._names = names
         self._sql = {key: self._compose(template) for key, template in _SQL.items() if key not in _ONE_OFF}
         self.channel = f"{schema}.{prefix}notices" if schema else f"{prefix}notices"
@@ -475,6 +476,14 @@ class PostgresStore:
                     )
         except (psycopg.DataError, UnicodeEncodeError) as exc:
             raise UnstorableJson(f"was refused by the PostgreSQL store: {exc}") from exc
+
+    async def cancel(self, job_ids: Sequence[int]) -> list[int]:
+        if not job_ids:
+            return []
+        async with self._cursor() as cur:
+            await cur.execute(self._sql["cancel"], ([int(job_id) for job_id in job_ids], self.channel))
+            cancelled = {int(row[0]) for row in await cur.fetchall()}
+        return [int(job_id) for job_id in job_ids if job_id in cancelled]
 
     async def fail(
         self,

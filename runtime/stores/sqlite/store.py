@@ -333,6 +333,18 @@ class SqliteStore:
         except (sqlite3.DataError, UnicodeEncodeError) as exc:
             raise UnstorableJson(f"was refused by the SQLite store: {exc}") from exc
 
+    async def cancel(self, job_ids: Sequence[int]) -> list[int]:
+        if not job_ids:
+            return []
+
+        def cancel(conn: sqlite3.Connection) -> set[int]:
+            with self._write(conn):
+                rows = conn.execute(_SQL["cancel"], (self._clock(), json.dumps([int(i) for i in job_ids]))).fetchall()
+            return {int(row[0]) for row in rows}
+
+        cancelled = await self._run(cancel)
+        return [int(job_id) for job_id in job_ids if job_id in cancelled]
+
     async def fail(
         self,
         job_id: int,
