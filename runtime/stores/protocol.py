@@ -52,6 +52,7 @@ __all__ = [
     "attempt_holder",
     "claimed_job",
     "failed_job",
+    "periodic_job",
     "queue_counts",
     "rescue_error",
     "rescue_spread",
@@ -368,6 +369,19 @@ def claimed_job(queue: str, row: Sequence[Any]) -> ClaimedJob:
         run_at=row[8],
         crashes=row[9],
         priority=row[10],
+    )
+
+
+def periodic_job(spec: PeriodicSpec, now: float) -> NewJob:
+    """The job a due periodic kind gets: no arguments, no key, runnable ``now``."""
+    return NewJob(
+        queue=spec.queue,
+        kind=spec.kind,
+        args_json="{}",
+        key=None,
+        run_at=now,
+        max_attempts=spec.max_attempts,
+        lease_seconds=spec.lease_seconds,
     )
 
 

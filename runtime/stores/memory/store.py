@@ -41,6 +41,7 @@ from corral.runtime.stores.protocol import (
     RelayPass,
     Route,
     attempt_holder,
+    periodic_job,
     queue_counts,
     rescue_error,
     rescue_spread,
@@ -456,16 +457,7 @@ class MemoryStore:
             if next_run is None or due:
                 self._periodic[spec.kind] = now + spec.every
             if due:
-                new = NewJob(
-                    queue=spec.queue,
-                    kind=spec.kind,
-                    args_json="{}",
-                    key=None,
-                    run_at=now,
-                    max_attempts=spec.max_attempts,
-                    lease_seconds=spec.lease_seconds,
-                )
-                ids.append(self._insert(new, now=now))
+                ids.append(self._insert(periodic_job(spec, now), now=now))
         return ids
 
     # -- inspection -----------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from corral.runtime.stores.protocol import (
     attempt_holder,
     claimed_job,
     failed_job,
+    periodic_job,
     queue_counts,
     routed_jobs,
     unique_states_text,
@@ -633,18 +634,7 @@ class PostgresStore:
             if not due:
                 return []
             now = self._clock()
-            jobs = [
-                NewJob(
-                    queue=spec.queue,
-                    kind=spec.kind,
-                    args_json="{}",
-                    key=None,
-                    run_at=now,
-                    max_attempts=spec.max_attempts,
-                    lease_seconds=spec.lease_seconds,
-                )
-                for spec in due
-            ]
+            jobs = [periodic_job(spec, now) for spec in due]
             return [job_id for job_id, _ in await self._insert(cur, jobs, [None] * len(jobs))]
 
     # -- inspection -----------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from corral.runtime.stores.protocol import (
     attempt_holder,
     claimed_job,
     failed_job,
+    periodic_job,
     queue_counts,
     routed_jobs,
     unique_states_text,
@@ -523,16 +524,7 @@ class SqliteStore:
                         if due:
                             conn.execute(_SQL["periodic_due"], (now + spec.every, spec.kind))
                     if due:
-                        job = NewJob(
-                            queue=spec.queue,
-                            kind=spec.kind,
-                            args_json="{}",
-                            key=None,
-                            run_at=now,
-                            max_attempts=spec.max_attempts,
-                            lease_seconds=spec.lease_seconds,
-                        )
-                        ids.append(self._insert(conn, job, now))
+                        ids.append(self._insert(conn, periodic_job(spec, now), now))
             return ids
 
         return await self._run(schedule)
