@@ -397,9 +397,11 @@ class PostgresStore:
             if job.unique_key is not None:
                 first_with_key[job.unique_key] = index
             pending.append(index)
-        # A batch without unique keys is one autocommitted statement; with them the passes share one
-        # transaction (yours with ``conn``), so a batch refused at the last pass leaves nothing behind.
-        one_transaction = self._cursor(conn) if conn is not None or not first_with_key else self._transaction()
+        # One job, or a batch without unique keys, is one autocommitted statement (a pass that inserts
+        # nothing leaves nothing behind); a batch with them shares one transaction across its passes
+        # (yours with ``conn``), so a batch refused at the last pass leaves nothing behind either.
+        alone = conn is not None or not first_with_key or len(jobs) == 1
+        one_transaction = self._cursor(conn) if alone else self._transaction()
         async with one_transaction as cur:
             for _ in range(_UNIQUE_PASSES):
                 # Unique keys in key order: concurrent batches then wait for each other's keys in one
