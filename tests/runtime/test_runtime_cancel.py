@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import threading
 import time
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import Cli
 from corral.runtime import JobArgumentError, JobContext, Queue
-from runtime_helpers import Backend, make_runtime
+from runtime_helpers import Backend, alive, make_runtime
 
 
 def _until(condition: object, timeout: float = 10.0) -> None:
@@ -195,7 +194,7 @@ def test_a_job_running_in_another_process_is_stopped_by_a_cancel_from_the_cli(
             (_, logged_id, when) = _log_lines(log)[1]
             assert int(logged_id) == job_id and float(when) - cancelled_at < 1.5  # noticed within the poll
         else:
-            _until(lambda: not _alive(pid), timeout=5)  # the busy child was killed
+            _until(lambda: not alive(pid), timeout=5)  # the busy child was killed
             assert time.time() - cancelled_at < 1.5
         again = cli.run("jobs", "cancelapp:runtime", "cancel", str(job_id), "999999")
         assert again.returncode == 1
@@ -206,11 +205,3 @@ def test_a_job_running_in_another_process_is_stopped_by_a_cancel_from_the_cli(
     finally:
         worker.terminate()
         assert worker.wait(timeout=30) == 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
