@@ -170,7 +170,7 @@ def worker_main(argv: list[str]) -> int:
 
 # -- corral jobs ----------------------------------------------------------------------------------
 
-JOB_ACTIONS = ("counts", "list", "show", "retry", "purge")
+JOB_ACTIONS = ("counts", "list", "show", "retry", "cancel", "purge")
 
 
 def _argument(parse: Callable[[str], float]) -> Callable[[str], float]:
@@ -236,9 +236,14 @@ def _jobs_parser() -> argparse.ArgumentParser:
     retry.add_argument("ids", nargs="*", type=_positive_int, metavar="ID")
     retry.add_argument("--failed", action="store_true", help="every failed job (of --queue)")
     retry.add_argument("--queue", help="with --failed: only this queue")
+    cancel = actions.add_parser(
+        "cancel", parents=[common], help="cancel jobs: a waiting one never runs, a running one is stopped"
+    )
+    cancel.add_argument("ids", nargs="+", type=_positive_int, metavar="ID")
     purge = actions.add_parser("purge", parents=[common], help="delete finished jobs and their attempts")
     purge.add_argument("--done", action="store_true", help="purge done jobs")
     purge.add_argument("--failed", action="store_true", help="purge failed jobs")
+    purge.add_argument("--cancelled", action="store_true", help="purge cancelled jobs")
     purge.add_argument(
         "--older-than",
         required=True,
@@ -349,12 +354,29 @@ async def _retry(store: Store, args: argparse.Namespace) -> int:
     else:
         print(f"retried {len(retried)} job(s)" + (": " + ", ".join(f"#{i}" for i in retried) if retried else ""))
         if skipped:
-            print("not failed or not found, left alone: " + ", ".join(f"#{i}" for i in skipped))
+            print(
+                "not failed, not found, or its unique key held by another job; left alone: "
+                + ", ".join(f"#{i}" for i in skipped)
+            )
     return 1 if skipped else 0
 
 
+async def _cancel(store: Store, args: argparse.Namespace) -> int:
+    cancelled = await store.cancel(args.ids)
+    left = [job_id for job_id in args.ids if job_id not in cancelled]
+    if args.format == "json":
+        _print_json({"cancelled": cancelled, "not_cancelled": left})
+    else:
+        for job_id in cancelled:
+            print(f"#{job_id} cancelled")
+        for job_id in left:
+            print(f"#{job_id} not cancelled: already finished, or no such job")
+    return 1 if left else 0
+
+
 async def _purge(store: Store, args: argparse.Namespace) -> int:
-    states = [state for state, chosen in (("done", args.done), ("failed", args.failed)) if chosen]
+    chosen_states = (("done", args.done), ("failed", args.failed), ("cancelled", args.cancelled))
+    states = [state for state, chosen in chosen_states if chosen]
     purged = await store.purge(states=states, older_than=args.older_than)
     before = iso_time(time.time() - args.older_than)
     if args.format == "json":
@@ -368,6 +390,7 @@ _JOB_ACTIONS: dict[str, Callable[..., Coroutine[Any, Any, int]]] = {
     "list": _list,
     "show": _show,
     "retry": _retry,
+    "cancel": _cancel,
     "purge": _purge,
 }
 
@@ -380,9 +403,10 @@ async def _operate(runtime: Runtime, args: argparse.Namespace) -> int:
 
 
 def jobs_main(argv: list[str]) -> int:
-    """``corral jobs MODULE:RUNTIME [counts|list|show|retry|purge] ...``: inspect and operate the jobs of a
+    """``corral jobs MODULE:RUNTIME [counts|list|show|retry|cancel|purge] ...``: inspect and operate the jobs of a
     runtime's store (counts per queue when no action is named). Exit 0 done, 1 a job asked for was not
-    there (``show``) or not retried (``retry``), 2 a usage or store error."""
+    there (``show``), not retried (``retry``) or not cancelled (``cancel``: finished already), 2 a usage or
+    store error."""
     parser = _jobs_parser()
     if argv and not argv[0].startswith("-") and (len(argv) == 1 or argv[1] not in JOB_ACTIONS):
         argv = [argv[0], "counts", *argv[1:]]
@@ -391,8 +415,8 @@ def jobs_main(argv: list[str]) -> int:
         parser.error("retry takes job ids or --failed (one of them)")
     if args.action == "retry" and args.queue is not None and not args.failed:
         parser.error("retry --queue goes with --failed")
-    if args.action == "purge" and not (args.done or args.failed):
-        parser.error("purge needs --done, --failed or both")
+    if args.action == "purge" and not (args.done or args.failed or args.cancelled):
+        parser.error("purge needs --done, --failed, --cancelled or several of them")
     try:
         runtime = load_runtime(args.target)
         return asyncio.run(_operate(runtime, args))

@@ -7,7 +7,15 @@ the stores share beyond the protocol: turning selected rows into records, routin
 to jobs, and the text a rescued job's error carries.
 
 Job states: ``waiting`` (new, snoozed or released), ``running`` (claimed, under a lease),
-``retrying`` (failed or rescued, runnable again at ``run_at``), ``done`` and ``failed`` (final).
+``retrying`` (failed or rescued, runnable again at ``run_at``), ``done``, ``failed`` and
+``cancelled`` (final). A cancelled job is never claimed again and keeps that state whatever its running
+attempt (if any) records afterwards: the store refuses the attempt's outcome.
+
+Claims take the highest ``priority`` first (0..3), then the oldest ``run_at``, then the lowest id.
+A job with a ``unique_key`` holds that key while its state is one of its ``unique_states`` (always
+the runnable and running ones): an enqueue of another job with the key inserts nothing and answers
+the holder's id, as :class:`Enqueued` with ``duplicate=True``; each store enforces it in its insert,
+so concurrent enqueuers in any process never make two.
 """
 
 from __future__ import annotations
@@ -20,16 +28,20 @@ from typing import Any, Protocol, runtime_checkable
 from corral.runtime.errors import ConfigError
 
 __all__ = [
+    "CANCELLED",
     "DONE",
     "FAILED",
     "FINAL_STATES",
+    "PRIORITIES",
     "RETRYING",
     "RUNNING",
     "STATES",
+    "UNIQUE_ALWAYS",
     "WAITING",
     "AttemptRecord",
     "ClaimedJob",
     "Completion",
+    "Enqueued",
     "FailedJob",
     "HeldLease",
     "JobFilter",
@@ -49,10 +61,12 @@ __all__ = [
     "claimed_job",
     "failed_job",
     "job_record",
+    "periodic_job",
     "queue_counts",
     "rescue_error",
     "rescue_spread",
     "routed_jobs",
+    "unique_states_text",
 ]
 
 WAITING = "waiting"
@@ -60,8 +74,30 @@ RUNNING = "running"
 RETRYING = "retrying"
 DONE = "done"
 FAILED = "failed"
-STATES = (WAITING, RUNNING, RETRYING, FAILED, DONE)
-FINAL_STATES = (DONE, FAILED)
+CANCELLED = "cancelled"
+STATES = (WAITING, RUNNING, RETRYING, FAILED, DONE, CANCELLED)
+FINAL_STATES = (DONE, FAILED, CANCELLED)
+# The states in which a unique job always holds its key: a job moves between them without a new
+# insert, so a key released in one of them could be taken by a second job and collide on its return.
+UNIQUE_ALWAYS = (WAITING, RUNNING, RETRYING)
+PRIORITIES = range(4)  # 0 (the default) .. 3 (claimed first)
+
+
+class Enqueued(int):
+    """The id of an enqueued job (an ``int``: ``job_id = await runtime.enqueue(...)`` stays an id, and
+    prints as one); ``duplicate`` is True when the job was not inserted because a job holding the same unique key
+    exists, whose id this is."""
+
+    duplicate: bool
+
+    def __new__(cls, job_id: int, *, duplicate: bool = False) -> Enqueued:
+        enqueued = super().__new__(cls, job_id)
+        enqueued.duplicate = duplicate
+        return enqueued
+
+    @property
+    def id(self) -> int:
+        return int(self)
 
 
 @dataclass(frozen=True)
@@ -75,6 +111,10 @@ class NewJob:
     run_at: float
     max_attempts: int
     lease_seconds: float
+    priority: int = 0
+    unique_key: str | None = None
+    """The key the job holds while its state is one of ``unique_states`` (a digest the runtime makes)."""
+    unique_states: tuple[str, ...] = UNIQUE_ALWAYS
 
 
 @dataclass(frozen=True)
@@ -94,6 +134,12 @@ class ClaimedJob:
     run_at: float
     crashes: int = 0
     """How many earlier attempts crashed their worker process (recorded with ``fail(crashed=True)``)."""
+    priority: int = 0
+
+    @property
+    def claim_order(self) -> tuple[int, float, int]:
+        """Where the job stands in its queue's claim order (smallest first)."""
+        return (-self.priority, self.run_at, self.id)
 
 
 @dataclass(frozen=True)
@@ -147,6 +193,7 @@ class QueueCounts:
     retrying: int = 0
     failed: int = 0
     done: int = 0
+    cancelled: int = 0
 
 
 @dataclass(frozen=True)
@@ -264,9 +311,11 @@ class Store(Protocol):
 
     async def close(self) -> None: ...
 
-    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
-        """Insert jobs in one transaction; return their ids in order. With ``conn`` (a connection of
-        the application, inside its own transaction) the jobs exist if and only if it commits."""
+    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[Enqueued]:
+        """Insert jobs in one transaction; return their ids in order. A job whose ``unique_key`` a job
+        holds (one stored, or an earlier one of ``jobs``) is not inserted: its answer is the holder's
+        id with ``duplicate=True``. With ``conn`` (a connection of the application, inside its own
+        transaction) the jobs exist if and only if it commits."""
 
     async def claim(self, queue: str, limit: int, worker_id: str, *, per_key: int | None = None) -> list[ClaimedJob]:
         """Atomically move up to ``limit`` runnable jobs of ``queue`` to running, under a lease;
@@ -277,6 +326,12 @@ class Store(Protocol):
 
     async def complete(self, completions: Sequence[Completion]) -> None:
         """Record finished jobs (a batch, one transaction)."""
+
+    async def cancel(self, job_ids: Sequence[int]) -> list[int]:
+        """Move each job of ``job_ids`` that is waiting, retrying or running to ``cancelled`` (one
+        transaction); return the ids it cancelled, in order (jobs already final, or unknown, are left).
+        A running one's attempt is told by the store's finished-job notice where it pushes them; its
+        process also finds it by reading :meth:`job_states` of the attempts it runs."""
 
     async def fail(
         self,
@@ -401,7 +456,8 @@ def rescue_error(worker_id: str | None, attempt: int) -> str:
 
 
 def claimed_job(queue: str, row: Sequence[Any]) -> ClaimedJob:
-    """A claimed row: ``id, kind, args, key, attempt, max_attempts, claims, enqueued_at, run_at, crashes``."""
+    """A claimed row: ``id, kind, args, key, attempt, max_attempts, claims, enqueued_at, run_at, crashes,
+    priority``."""
     return ClaimedJob(
         id=row[0],
         queue=queue,
@@ -414,7 +470,27 @@ def claimed_job(queue: str, row: Sequence[Any]) -> ClaimedJob:
         enqueued_at=row[7],
         run_at=row[8],
         crashes=row[9],
+        priority=row[10],
     )
+
+
+def periodic_job(spec: PeriodicSpec, now: float) -> NewJob:
+    """The job a due periodic kind gets: no arguments, no key, runnable ``now``."""
+    return NewJob(
+        queue=spec.queue,
+        kind=spec.kind,
+        args_json="{}",
+        key=None,
+        run_at=now,
+        max_attempts=spec.max_attempts,
+        lease_seconds=spec.lease_seconds,
+    )
+
+
+def unique_states_text(states: Sequence[str]) -> str:
+    """``unique_states`` as the SQL stores keep them: ``,waiting,running,...,`` (a comma on each side
+    of every state, so the index's ``instr``/``strpos`` matches whole state names only)."""
+    return "," + ",".join(states) + ","
 
 
 def failed_job(row: Sequence[Any]) -> FailedJob:

@@ -113,7 +113,7 @@ def test_jobs_refuses_bad_usage_with_a_message(cli: Cli) -> None:
         (["retry"], "retry takes job ids or --failed"),
         (["retry", "3", "--failed"], "retry takes job ids or --failed"),
         (["retry", "3", "--queue", "ops"], "retry --queue goes with --failed"),
-        (["purge", "--older-than", "7d"], "purge needs --done, --failed or both"),
+        (["purge", "--older-than", "7d"], "purge needs --done, --failed, --cancelled or several of them"),
         (["purge", "--done", "--older-than", "a week"], "expected a duration such as 45s"),
         (["list", "--since", "yesterday"], "expected a duration ago (1h, 2d) or an ISO-8601 time"),
         (["list", "--limit", "0"], "must be a positive whole number"),

@@ -23,6 +23,7 @@ from typing import Any
 
 from corral.runtime.errors import ConfigError, StoreUnavailable
 from corral.runtime.stores.protocol import (
+    CANCELLED,
     DONE,
     FAILED,
     RETRYING,
@@ -31,6 +32,7 @@ from corral.runtime.stores.protocol import (
     AttemptRecord,
     ClaimedJob,
     Completion,
+    Enqueued,
     FailedJob,
     HeldLease,
     JobFilter,
@@ -44,6 +46,7 @@ from corral.runtime.stores.protocol import (
     Route,
     attempt_holder,
     check_final_states,
+    periodic_job,
     queue_counts,
     rescue_error,
     rescue_spread,
@@ -70,6 +73,9 @@ class _Job:
     run_at: float
     enqueued_at: float
     event_id: int | None
+    priority: int = 0
+    unique_key: str | None = None
+    unique_states: tuple[str, ...] = ()
     attempt: int = 0
     claims: int = 0
     started_at: float | None = None
@@ -97,9 +103,12 @@ class MemoryStore:
         self._job_ids = itertools.count(1)
         self._event_ids = itertools.count(1)
         self._jobs: dict[int, _Job] = {}
-        # Per queue, a heap of (run_at, id) for every job that became runnable; an entry whose job has
-        # since changed (claimed, settled, run_at moved, pruned) is dropped when it comes up.
-        self._runnable: dict[str, list[tuple[float, int]]] = {}
+        # Per queue, a heap of (-priority, run_at, id) for every job that became runnable; an entry whose
+        # job has since changed (claimed, settled, run_at moved, pruned) is dropped when it comes up.
+        self._runnable: dict[str, list[tuple[int, float, int]]] = {}
+        # The SQL stores' unique index: the last job inserted with each key, which holds the key while
+        # its state is one of its unique_states (a job that left them has freed it).
+        self._unique: dict[str, int] = {}
         self._running: set[int] = set()
         self._from_events: set[tuple[int, str]] = set()  # (event_id, kind): the SQL stores' unique index
         self._events: dict[int, tuple[str, str]] = {}  # id -> (topic, payload), in id order
@@ -152,9 +161,17 @@ class MemoryStore:
         return self._clock()
 
     def _make_runnable(self, job: _Job) -> None:
-        heapq.heappush(self._runnable.setdefault(job.queue, []), (job.run_at, job.id))
+        heapq.heappush(self._runnable.setdefault(job.queue, []), (-job.priority, job.run_at, job.id))
 
-    def _insert(self, job: NewJob, *, now: float, event_id: int | None = None) -> int:
+    def _unique_holder(self, unique_key: str) -> int | None:
+        holder = self._jobs.get(self._unique.get(unique_key, 0))
+        return None if holder is None or holder.state not in holder.unique_states else holder.id
+
+    def _insert(self, job: NewJob, *, now: float, event_id: int | None = None) -> Enqueued:
+        if job.unique_key is not None:
+            holder = self._unique_holder(job.unique_key)
+            if holder is not None:
+                return Enqueued(holder, duplicate=True)
         job_id = next(self._job_ids)
         row = _Job(
             id=job_id,
@@ -168,12 +185,17 @@ class MemoryStore:
             run_at=job.run_at,
             enqueued_at=now,
             event_id=event_id,
+            priority=job.priority,
+            unique_key=job.unique_key,
+            unique_states=job.unique_states,
         )
         self._jobs[job_id] = row
+        if job.unique_key is not None:
+            self._unique[job.unique_key] = job_id
         self._make_runnable(row)
         if event_id is not None:
             self._from_events.add((event_id, job.kind))
-        return job_id
+        return Enqueued(job_id)
 
     def _unlease(self, job: _Job) -> None:
         job.lease_until = None
@@ -210,7 +232,7 @@ class MemoryStore:
 
     # -- jobs -----------------------------------------------------------------------------------
 
-    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
+    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[Enqueued]:
         now = await self._begin(conn)
         return [self._insert(job, now=now) for job in jobs]
 
@@ -220,14 +242,18 @@ class MemoryStore:
         now = await self._begin()
         heap = self._runnable.get(queue, [])
         claimed: list[ClaimedJob] = []
-        key_busy: list[tuple[float, int]] = []  # entries of jobs whose key has no free slot: they stay runnable
+        key_busy: list[tuple[int, float, int]] = []  # entries of jobs whose key has no free slot: they stay runnable
         free_slots: dict[str, list[int]] = {}
-        while heap and len(claimed) < limit and heap[0][0] <= now:
+        not_due: list[tuple[int, float, int]] = []  # higher priority but later: runnable, not yet due
+        while heap and len(claimed) < limit:
             entry = heapq.heappop(heap)
-            run_at, job_id = entry
+            _, run_at, job_id = entry
             job = self._jobs.get(job_id)
             if job is None or job.state not in _RUNNABLE or job.run_at != run_at:
                 continue  # a stale entry
+            if run_at > now:
+                not_due.append(entry)
+                continue
             if per_key is not None and job.key is not None:
                 if job.key not in free_slots:
                     free_slots[job.key] = [
@@ -259,9 +285,10 @@ class MemoryStore:
                     enqueued_at=job.enqueued_at,
                     run_at=job.run_at,
                     crashes=job.crashes,
+                    priority=job.priority,
                 )
             )
-        for entry in key_busy:
+        for entry in key_busy + not_due:
             heapq.heappush(heap, entry)
         return claimed
 
@@ -281,7 +308,7 @@ class MemoryStore:
             # Like the SQL stores: the current claim settles its job in any state but done (a job
             # rescued but not yet re-claimed still takes its late result).
             job = self._jobs.get(completion.job_id)
-            if job is None or job.claims != completion.token or job.state == DONE:
+            if job is None or job.claims != completion.token or job.state in (DONE, CANCELLED):
                 continue
             was_running, worker_id = job.state == RUNNING, job.worker_id
             job.state = DONE
@@ -290,6 +317,25 @@ class MemoryStore:
             self._unlease(job)
             if was_running:
                 self._attempt_ended(job, worker_id=worker_id, crashes_before=job.crashes, now=now)
+
+    async def cancel(self, job_ids: Sequence[int]) -> list[int]:
+        if not job_ids:
+            return []
+        now = await self._begin()
+        cancelled: list[int] = []
+        for job_id in job_ids:
+            job = self._jobs.get(job_id)
+            if job is None or job.state not in (*_RUNNABLE, RUNNING):
+                continue
+            was_running = job.state == RUNNING
+            job.state = CANCELLED
+            job.finished_at = now
+            job.lease_until = None  # its worker_id stays, as in the SQL stores
+            self._running.discard(job.id)
+            if was_running:  # as the SQL stores' attempts trigger records it
+                self._attempt_ended(job, worker_id=job.worker_id, crashes_before=job.crashes, now=now)
+            cancelled.append(int(job_id))
+        return cancelled
 
     async def fail(
         self,
@@ -451,16 +497,7 @@ class MemoryStore:
             if next_run is None or due:
                 self._periodic[spec.kind] = now + spec.every
             if due:
-                new = NewJob(
-                    queue=spec.queue,
-                    kind=spec.kind,
-                    args_json="{}",
-                    key=None,
-                    run_at=now,
-                    max_attempts=spec.max_attempts,
-                    lease_seconds=spec.lease_seconds,
-                )
-                ids.append(self._insert(new, now=now))
+                ids.append(self._insert(periodic_job(spec, now), now=now))
         return ids
 
     # -- inspection -----------------------------------------------------------------------------
@@ -583,9 +620,17 @@ class MemoryStore:
     async def retry_failed(self, job_ids: Sequence[int] | None, *, queue: str | None = None) -> list[int]:
         now = await self._begin()
         chosen = self._jobs.values() if job_ids is None else [self._jobs[i] for i in job_ids if i in self._jobs]
-        retried = [job for job in chosen if job.state == FAILED and (queue is None or job.queue == queue)]
-        for job in retried:
-            job.state = WAITING
+        retried = []
+        for job in sorted(chosen, key=lambda job: job.id):
+            if job.state != FAILED or (queue is not None and job.queue != queue):
+                continue
+            if job.unique_key is not None:
+                # As the SQL stores: not while another job holds the key; waiting again, this one holds it.
+                if self._unique_holder(job.unique_key) not in (None, job.id):
+                    continue
+                self._unique[job.unique_key] = job.id
+            retried.append(job)
+            job.state = WAITING  # now, so a later job of the same key sees it hold the key
             job.attempt = 0
             job.crashes = 0
             job.run_at = now

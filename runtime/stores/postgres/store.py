@@ -33,6 +33,7 @@ from corral.runtime.stores.protocol import (
     AttemptRecord,
     ClaimedJob,
     Completion,
+    Enqueued,
     FailedJob,
     HeldLease,
     JobFilter,
@@ -50,8 +51,10 @@ from corral.runtime.stores.protocol import (
     claimed_job,
     failed_job,
     job_record,
+    periodic_job,
     queue_counts,
     routed_jobs,
+    unique_states_text,
 )
 from corral.runtime.stores.sqlfiles import read_migrations, read_queries, split_statements
 from psycopg import sql
@@ -85,10 +88,14 @@ _INDEXES = (
     "jobs_leased",
     "jobs_finished",
     "jobs_event",
+    "jobs_unique",
     "attempts_job",
     "attempts_finished",
     "attempts_record",
 )
+# How often one enqueue looks for the holders of its duplicates: a holder that left its unique states
+# between the insert and the look frees its key, and the job is inserted on the next pass instead.
+_UNIQUE_PASSES = 5
 
 
 class PostgresStore:
@@ -151,6 +158,8 @@ class PostgresStore:
             )
         names = {name: self._table(name) for name in _TABLES}
         names.update({name: sql.Identifier(prefix + name) for name in _INDEXES})
+        names["qualified_jobs_runnable"] = self._table("jobs_runnable")  # DROP INDEX needs its schema
+        names["jobs_state_check"] = sql.Identifier(prefix + "jobs_state_check")  # 0001's unnamed CHECK, as named
         self._names = names
         self._sql = {key: self._compose(template) for key, template in _SQL.items() if key not in _ONE_OFF}
         self.channel = f"{schema}.{prefix}notices" if schema else f"{prefix}notices"
@@ -375,7 +384,9 @@ class PostgresStore:
 
     async def _insert(
         self, cur: psycopg.AsyncCursor[tuple[Any, ...]], jobs: Sequence[NewJob], event_ids: Sequence[int | None]
-    ) -> list[int]:
+    ) -> list[tuple[int, str | None]]:
+        """One statement inserting ``jobs``; the ``(id, unique_key)`` of the rows inserted, in the order of
+        ``jobs`` (rows that conflicted are missing)."""
         now = self._clock()
         await cur.execute(
             self._sql["insert"],
@@ -388,17 +399,66 @@ class PostgresStore:
                 [job.lease_seconds for job in jobs],
                 [job.run_at - now for job in jobs],
                 list(event_ids),
+                [job.priority for job in jobs],
+                [job.unique_key for job in jobs],
+                [None if job.unique_key is None else unique_states_text(job.unique_states) for job in jobs],
                 self.channel,
             ),
         )
         # Identities are drawn in insertion order, which is the order of ``jobs``.
-        return sorted(int(row[0]) for row in await cur.fetchall())
+        return sorted((int(row[0]), row[1]) for row in await cur.fetchall())
 
-    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
+    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[Enqueued]:
         if not jobs:
             return []
-        async with self._cursor(conn) as cur:
-            return await self._insert(cur, jobs, [None] * len(jobs))
+        answers: list[Enqueued | None] = [None] * len(jobs)
+        first_with_key: dict[str, int] = {}  # a key twice in the batch: the later ones are its duplicates
+        pending: list[int] = []
+        for index, job in enumerate(jobs):
+            if job.unique_key is not None and job.unique_key in first_with_key:
+                continue
+            if job.unique_key is not None:
+                first_with_key[job.unique_key] = index
+            pending.append(index)
+        # One job, or a batch without unique keys, is one autocommitted statement (a pass that inserts
+        # nothing leaves nothing behind); a batch with them shares one transaction across its passes
+        # (yours with ``conn``), so a batch refused at the last pass leaves nothing behind either.
+        alone = conn is not None or not first_with_key or len(jobs) == 1
+        one_transaction = self._cursor(conn) if alone else self._transaction()
+        async with one_transaction as cur:
+            for _ in range(_UNIQUE_PASSES):
+                # Unique keys in key order: concurrent batches then wait for each other's keys in one
+                # order, never in a cycle (a deadlock); jobs without one keep theirs, ahead of them.
+                pending.sort(key=lambda index: jobs[index].unique_key or "")
+                batch = [jobs[index] for index in pending]
+                inserted = await self._insert(cur, batch, [None] * len(batch))
+                keys_inserted = {key for _, key in inserted if key is not None}
+                # Rows without a key are always inserted; of the others, those whose key came back.
+                landed = [i for i in pending if jobs[i].unique_key is None or jobs[i].unique_key in keys_inserted]
+                for index, (job_id, _) in zip(landed, inserted, strict=True):
+                    answers[index] = Enqueued(job_id)
+                held = {i: jobs[i].unique_key for i in pending if answers[i] is None}
+                if not held:
+                    break
+                await cur.execute(self._sql["unique_holders"], (list(held.values()),))
+                holders = {key: int(job_id) for key, job_id in await cur.fetchall()}
+                for index, key in held.items():
+                    if key in holders:
+                        answers[index] = Enqueued(holders[key], duplicate=True)
+                pending = [index for index in pending if answers[index] is None]
+                if not pending:
+                    break
+            else:
+                raise StoreUnavailable(
+                    f"{self}: {len(pending)} unique job(s) found their key held and then free again "
+                    f"{_UNIQUE_PASSES} times in a row; nothing is inserted for them, enqueue them again"
+                )
+        for index, job in enumerate(jobs):
+            if answers[index] is None and job.unique_key is not None:
+                holder = answers[first_with_key[job.unique_key]]
+                assert holder is not None
+                answers[index] = Enqueued(holder, duplicate=True)
+        return [answer for answer in answers if answer is not None]
 
     async def claim(self, queue: str, limit: int, worker_id: str, *, per_key: int | None = None) -> list[ClaimedJob]:
         if limit < 1:
@@ -419,7 +479,7 @@ class PostgresStore:
                 await cur.execute(self._sql["claim_keyed"], keyed)
             rows = await cur.fetchall()
         jobs = [claimed_job(queue, row) for row in rows]
-        jobs.sort(key=lambda job: (job.run_at, job.id))
+        jobs.sort(key=lambda job: job.claim_order)
         if per_key is not None:
             self._leased_by_claim.update(attempt_holder(job.id, job.token) for job in jobs if job.key is not None)
         return jobs
@@ -433,7 +493,8 @@ class PostgresStore:
                     await cur.execute(
                         self._sql["complete"],
                         (
-                            [c.job_id for c in chunk],
+                            # plain ints: psycopg refuses a list mixing Enqueued ids (an int subclass) and ints
+                            [int(c.job_id) for c in chunk],
                             [c.token for c in chunk],
                             [c.result_json for c in chunk],
                             self.channel,
@@ -441,6 +502,14 @@ class PostgresStore:
                     )
         except (psycopg.DataError, UnicodeEncodeError) as exc:
             raise UnstorableJson(f"was refused by the PostgreSQL store: {exc}") from exc
+
+    async def cancel(self, job_ids: Sequence[int]) -> list[int]:
+        if not job_ids:
+            return []
+        async with self._cursor() as cur:
+            await cur.execute(self._sql["cancel"], ([int(job_id) for job_id in job_ids], self.channel))
+            cancelled = {int(row[0]) for row in await cur.fetchall()}
+        return [int(job_id) for job_id in job_ids if job_id in cancelled]
 
     async def fail(
         self,
@@ -590,19 +659,8 @@ class PostgresStore:
             if not due:
                 return []
             now = self._clock()
-            jobs = [
-                NewJob(
-                    queue=spec.queue,
-                    kind=spec.kind,
-                    args_json="{}",
-                    key=None,
-                    run_at=now,
-                    max_attempts=spec.max_attempts,
-                    lease_seconds=spec.lease_seconds,
-                )
-                for spec in due
-            ]
-            return await self._insert(cur, jobs, [None] * len(jobs))
+            jobs = [periodic_job(spec, now) for spec in due]
+            return [job_id for job_id, _ in await self._insert(cur, jobs, [None] * len(jobs))]
 
     # -- inspection -----------------------------------------------------------------------------
 
@@ -620,7 +678,7 @@ class PostgresStore:
         if not job_ids:
             return {}
         async with self._cursor() as cur:
-            await cur.execute(self._sql["states"], (list(job_ids),))
+            await cur.execute(self._sql["states"], ([int(job_id) for job_id in job_ids],))
             return {
                 row[0]: JobState(id=row[0], queue=row[1], state=row[2], result_json=row[3], error=row[4])
                 for row in await cur.fetchall()
@@ -673,7 +731,7 @@ class PostgresStore:
         return [(row[0], row[1], row[2]) for row in await self._fetch("finished_since", (since,))]
 
     async def retry_failed(self, job_ids: Sequence[int] | None, *, queue: str | None = None) -> list[int]:
-        ids = None if job_ids is None else list(job_ids)
+        ids = None if job_ids is None else [int(job_id) for job_id in job_ids]
         rows = await self._fetch("retry_failed", {"ids": ids, "queue": queue, "channel": self.channel})
         return sorted(int(row[0]) for row in rows)
 

@@ -33,6 +33,7 @@ from corral.runtime.stores.protocol import (
     AttemptRecord,
     ClaimedJob,
     Completion,
+    Enqueued,
     FailedJob,
     HeldLease,
     JobFilter,
@@ -50,8 +51,10 @@ from corral.runtime.stores.protocol import (
     claimed_job,
     failed_job,
     job_record,
+    periodic_job,
     queue_counts,
     routed_jobs,
+    unique_states_text,
 )
 from corral.runtime.stores.sqlfiles import read_migrations, read_queries, split_statements
 
@@ -235,30 +238,40 @@ class SqliteStore:
 
     # -- jobs -----------------------------------------------------------------------------------
 
-    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, job: NewJob, now: float) -> Enqueued:
+        """Insert one job inside the caller's write transaction; a unique key already held answers its
+        holder (the write lock keeps the holder from changing in between)."""
+        unique_states = None if job.unique_key is None else unique_states_text(job.unique_states)
+        cur = conn.execute(
+            _SQL["insert_job"],
+            (
+                job.queue,
+                job.kind,
+                job.args_json,
+                job.key,
+                job.max_attempts,
+                job.lease_seconds,
+                job.run_at,
+                now,
+                None,
+                job.priority,
+                job.unique_key,
+                unique_states,
+            ),
+        )
+        if cur.rowcount == 1:
+            return Enqueued(int(cur.lastrowid or 0))
+        (holder,) = conn.execute(_SQL["unique_holder"], (job.unique_key,)).fetchone()
+        return Enqueued(int(holder), duplicate=True)
+
+    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[Enqueued]:
         self._no_foreign_conn(conn)
         now = self._clock()
 
-        def insert(conn: sqlite3.Connection) -> list[int]:
-            ids: list[int] = []
+        def insert(conn: sqlite3.Connection) -> list[Enqueued]:
             with self._write(conn):
-                for job in jobs:
-                    cur = conn.execute(
-                        _SQL["insert_job"],
-                        (
-                            job.queue,
-                            job.kind,
-                            job.args_json,
-                            job.key,
-                            job.max_attempts,
-                            job.lease_seconds,
-                            job.run_at,
-                            now,
-                            None,
-                        ),
-                    )
-                    ids.append(int(cur.lastrowid or 0))
-            return ids
+                return [self._insert(conn, job, now) for job in jobs]
 
         return await self._run(insert)
 
@@ -276,7 +289,7 @@ class SqliteStore:
                 else:
                     rows = self._claim_with_key_slots(conn, queue, limit, worker_id, per_key, now)
             jobs = [claimed_job(queue, row) for row in rows]
-            jobs.sort(key=lambda job: (job.run_at, job.id))
+            jobs.sort(key=lambda job: job.claim_order)
             return jobs
 
         jobs = await self._run(claim)
@@ -331,6 +344,18 @@ class SqliteStore:
             await self._run(complete)
         except (sqlite3.DataError, UnicodeEncodeError) as exc:
             raise UnstorableJson(f"was refused by the SQLite store: {exc}") from exc
+
+    async def cancel(self, job_ids: Sequence[int]) -> list[int]:
+        if not job_ids:
+            return []
+
+        def cancel(conn: sqlite3.Connection) -> set[int]:
+            with self._write(conn):
+                rows = conn.execute(_SQL["cancel"], (self._clock(), json.dumps([int(i) for i in job_ids]))).fetchall()
+            return {int(row[0]) for row in rows}
+
+        cancelled = await self._run(cancel)
+        return [int(job_id) for job_id in job_ids if job_id in cancelled]
 
     async def fail(
         self,
@@ -510,11 +535,7 @@ class SqliteStore:
                         if due:
                             conn.execute(_SQL["periodic_due"], (now + spec.every, spec.kind))
                     if due:
-                        cur = conn.execute(
-                            _SQL["insert_job"],
-                            (spec.queue, spec.kind, "{}", None, spec.max_attempts, spec.lease_seconds, now, now, None),
-                        )
-                        ids.append(int(cur.lastrowid or 0))
+                        ids.append(self._insert(conn, periodic_job(spec, now), now))
             return ids
 
         return await self._run(schedule)
