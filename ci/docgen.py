@@ -16,11 +16,12 @@ import inspect
 import json
 import re
 import sys
-import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from corral.gates.outputs.rule_docs import RuleDoc, engine_doc, example, rule_docs
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
@@ -40,7 +41,7 @@ KEY_MEANINGS: dict[str, str] = {
     "extend-network": 'more APIs to treat as network calls (CRL210, CRL401), e.g. `"stripe.Charge.create"`; what '
     'one returns is a client whose every method is one (`"boto3.client"`)',
     "strict": "demand an explicit timeout on every job kind (CRL2)",
-    "max_conns": "the database pool size, for deployments that set it outside code; unset: the code's; also the"
+    "max-conns": "the database pool size, for deployments that set it outside code; unset: the code's; also the"
     " database's connection limit the Celery workers are checked against (CRL3)",
     "processes": "worker processes per deployment; multiplies the worker sum; set, it wins over the deployment"
     " files; unset: theirs, else 1 (CRL3)",
@@ -50,19 +51,6 @@ KEY_MEANINGS: dict[str, str] = {
     "baseline": "the baseline file `corral check` reads (`corral baseline` writes it): only new findings fail",
     "max-file-size": "a file larger than this many bytes is not read: CRL001 `too large to check`",
 }
-
-
-@dataclass(frozen=True)
-class RuleDoc:
-    """What the rule pages show of one rule class."""
-
-    name: str
-    module: str
-    codes: dict[str, str]
-    module_doc: str
-    class_doc: str
-    valid: tuple[str, ...]
-    invalid: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -78,24 +66,11 @@ class ConfigKey:
 
 
 def read_rules() -> tuple[dict[str, str], dict[str, str], list[RuleDoc]]:
-    """Every code with its summary, the engine's own codes, and each registered rule class."""
-    from corral.gates.rules import CODES, RULES
-    from corral.gates.rules.base import EngineCodes
+    """Every code with its summary, the engine's own codes, and each registered rule class as
+    `corral rule` shows it (the same source)."""
+    from corral.gates.rules import CODES
 
-    rules = [
-        RuleDoc(
-            name=rule.__name__,
-            module=rule.__module__,
-            codes=dict(rule.codes),
-            module_doc=inspect.cleandoc(sys.modules[rule.__module__].__doc__ or ""),
-            # The class's own docstring only: an inherited one (the Rule base's) says nothing about this rule.
-            class_doc=inspect.cleandoc(rule.__dict__.get("__doc__") or ""),
-            valid=tuple(rule.VALID),
-            invalid=tuple(rule.INVALID),
-        )
-        for rule in RULES
-    ]
-    return dict(CODES), dict(EngineCodes.codes), rules
+    return dict(CODES), engine_doc().codes, rule_docs()
 
 
 def read_config_keys() -> list[ConfigKey]:
@@ -122,10 +97,6 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _example(source: str) -> str:
-    return "```python\n" + textwrap.dedent(source).strip("\n") + "\n```"
-
-
 def anchor(heading: str) -> str:
     """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
     return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
@@ -145,7 +116,8 @@ def render_family(family: str, codes: Mapping[str, str], engine_codes: Mapping[s
             by = f"[`{owner[code]}`](#{anchor(owner[code])})"
         else:
             raise ValueError(f"{code} is in CODES but no rule in RULES reports it")
-        lines.append(f"| {code} | {_cell(summary)} | {by} |")
+        # The anchor every output's link to the code (`docs_url`) points at.
+        lines.append(f'| {code} | <a id="{code.lower()}"></a>{_cell(summary)} | {by} |')
     for rule in own:
         lines += ["", f"### {rule.name}", "", f"`{rule.module}` reports {', '.join(sorted(rule.codes))}."]
         for doc in (rule.module_doc, rule.class_doc):
@@ -155,7 +127,7 @@ def render_family(family: str, codes: Mapping[str, str], engine_codes: Mapping[s
             if examples:
                 lines += ["", f"#### {title}"]
                 for source in examples:
-                    lines += ["", _example(source)]
+                    lines += ["", example(source)]
     return "\n".join(lines)
 
 

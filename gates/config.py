@@ -1,8 +1,10 @@
 """Project root discovery (the nearest `corral.toml` or `pyproject.toml` with `[tool.corral]`) and the
 configuration: its keys, defaults and validation.
 
-Every key is declared once in `KEYS`; an unknown key or a value of the wrong type is a `ConfigError`
-naming the key and the file, because a misspelt key that silently did nothing would let code through.
+Every key is declared once in `KEYS`, in kebab-case (ruff's convention); an unknown key or a value of the wrong
+type is a `ConfigError` naming the key and the file (with the nearest known keys), because a misspelt key that
+silently did nothing would let code through. A key's old spelling (`RENAMED_KEYS`) still reads, with a warning.
+The `infra` and `tests` globs are gitignore patterns, matched by `pathspec`.
 """
 
 from __future__ import annotations
@@ -10,10 +12,13 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from pathspec import PathSpec
 
 DEFAULT_INFRA = ("**/infra/**",)
 # A file above this many bytes is not read (CRL001): a generated blob, or a link to a device.
@@ -26,10 +31,42 @@ class ConfigError(Exception):
     """The configuration cannot be used; the message names the file and the key."""
 
 
+_WARNED: set[str] = set()
+
+
+def warn(message: str) -> None:
+    """Report on stderr, once per process, what does not stop a run (a deprecated key, a glob that matches no
+    file): stdout stays the findings, which CI parses."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(f"corral: warning: {message}", file=sys.stderr)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """` (did you mean 'a' or 'b'?)` for the choices nearest a misspelt `word`; empty when none is near."""
+    import difflib
+
+    near = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
+    return f" (did you mean {' or '.join(repr(choice) for choice in near)}?)" if near else ""
+
+
 def _string_list(value: Any) -> tuple[str, ...] | None:
     if isinstance(value, list) and all(isinstance(item, str) for item in value):
         return tuple(value)
     return None
+
+
+def _globs(value: Any) -> tuple[str, ...] | None:
+    """gitignore patterns. A line gitignore reads as no pattern (blank, a `#` comment, a lone `/`) would silently
+    match nothing, so it is refused like one pathspec cannot read."""
+    globs = _string_list(value)
+    if globs is None or not all(glob.strip("/ ") for glob in globs):
+        return None
+    try:
+        patterns = glob_spec(globs).patterns
+    except ValueError:  # pathspec's error for a pattern it cannot read
+        return None
+    return globs if len(patterns) == len(globs) and all(pattern.include is not None for pattern in patterns) else None
 
 
 def _qualified_names(value: Any) -> tuple[str, ...] | None:
@@ -85,13 +122,14 @@ class _Key(NamedTuple):
     expected: str
 
 
+GLOBS = "a list of glob strings (gitignore patterns)"
 KEYS: dict[str, _Key] = {
-    "infra": _Key("infra", _string_list, "a list of glob strings"),
-    "tests": _Key("tests", _string_list, "a list of glob strings"),
+    "infra": _Key("infra", _globs, GLOBS),
+    "tests": _Key("tests", _globs, GLOBS),
     "extend-spawners": _Key("extend_spawners", _qualified_names, "a list of dotted names like 'gevent.spawn'"),
     "extend-network": _Key("extend_network", _qualified_names, "a list of dotted names like 'boto3.client'"),
     "strict": _Key("strict", _boolean, "true or false"),
-    "max_conns": _Key("max_conns", _positive_int, "a positive integer"),
+    "max-conns": _Key("max_conns", _positive_int, "a positive integer"),
     "processes": _Key("processes", _positive_int, "a positive integer"),
     "reserve": _Key("reserve", _fraction, "a number in (0, 1]"),
     "kubernetes-manifests": _Key("kubernetes_manifests", _folders, "a list of folders relative to the root"),
@@ -99,6 +137,9 @@ KEYS: dict[str, _Key] = {
     "baseline": _Key("baseline", _relative_file, "a file relative to the root, like 'corral-baseline.json'"),
     "max-file-size": _Key("max_file_size", _positive_int, "a positive number of bytes"),
 }
+# Keys once spelled in snake_case: the old spelling still reads, with a deprecation warning, so a project's
+# settings keep working across the rename.
+RENAMED_KEYS = {"max_conns": "max-conns"}
 
 
 class Config(NamedTuple):
@@ -123,6 +164,8 @@ class Config(NamedTuple):
     # Settings named by `--config FILE`: every file under the root is this project's, folders with a
     # configuration of their own included (as ruff's `--config`); discovered settings stop at such a folder.
     whole_tree: bool = False
+    # The keys the table sets: only globs someone wrote are warned about when they match no file.
+    configured: frozenset[str] = frozenset()
 
     def fingerprint(self) -> str:
         """What the cached results depend on besides a file's content."""
@@ -135,41 +178,36 @@ class Config(NamedTuple):
         return hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=12).hexdigest()
 
     def is_infra(self, relpath: str) -> bool:
-        return _matcher(self.infra).fullmatch(relpath) is not None
+        return glob_spec(self.infra).match_file(relpath)
 
     def is_test(self, relpath: str) -> bool:
-        return _matcher(self.tests).fullmatch(relpath) is not None
+        return glob_spec(self.tests).match_file(relpath)
+
+    def unmatched_globs(self, relpaths: Iterable[str]) -> list[tuple[str, str]]:
+        """(key, glob) for each glob the table sets that matches none of `relpaths` (a negation: whose pattern
+        matches none), in the table's order."""
+        relpaths = list(relpaths)
+        return [
+            (name, glob)
+            for name in ("infra", "tests")
+            if name in self.configured
+            for glob in getattr(self, KEYS[name].attribute)
+            if not any(map(glob_spec((glob.removeprefix("!"),)).match_file, relpaths))
+        ]
 
 
-@lru_cache(maxsize=32)
-def _matcher(globs: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile("|".join(f"(?:{glob_to_regex(glob)})" for glob in globs) or r"(?!)")
+@lru_cache(maxsize=64)
+def glob_spec(globs: tuple[str, ...]) -> PathSpec[Any]:
+    """The gitignore semantics of `globs`, relative to the root: a pattern with no `/` (but perhaps a trailing
+    one) matches at any depth, one with a `/` from the root; `dir/` (or `dir`) matches everything below the folder;
+    `**` spans folders, `*`, `?` and `[ab]` stay within one; the last pattern a path matches decides, so a
+    `!pattern` takes back what an earlier one matched."""
+    # Loaded when a file is judged: a run answered wholly from the cache needs no glob.
+    from pathspec import PathSpec
 
-
-def glob_to_regex(glob: str) -> str:
-    """Translate a gitignore-style glob: `**` spans directories (also none), `*` and `?` stay inside one."""
-    parts: list[str] = []
-    i = 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            parts.append("(?:.*/)?")
-            i += 3
-        elif glob.startswith("/**", i) and i + 3 == len(glob):
-            parts.append("(?:/.*)?")
-            i += 3
-        elif glob.startswith("**", i):
-            parts.append(".*")
-            i += 2
-        elif glob[i] == "*":
-            parts.append("[^/]*")
-            i += 1
-        elif glob[i] == "?":
-            parts.append("[^/]")
-            i += 1
-        else:
-            parts.append(re.escape(glob[i]))
-            i += 1
-    return "".join(parts)
+    # PathSpec, not GitIgnoreSpec: that one lets a pattern matching the file win over a later folder's
+    # negation (git cannot re-include below an excluded folder), so `!app/infra/legacy/` would not take back.
+    return PathSpec.from_lines("gitignore", globs)
 
 
 # The files that hold corral's settings, in the order they win when one folder has both (as ruff prefers
@@ -300,18 +338,40 @@ def read_config_file(source: Path, shown: str | None = None) -> Config:
     return config_from_table(table, root=source.parent, source=source)
 
 
+def _unknown_key_hint(spelling: str, value: Any) -> str:
+    """The nearest keys (the kebab-case one for a snake_case spelling); for a nested table of corral's own keys
+    (`[tool.corral.lint]`, as ruff spells its tables), that they go in `[tool.corral]` itself; else every key."""
+    if isinstance(value, dict):
+        own = [name for name in value if name in KEYS or name in RENAMED_KEYS]
+        if own:
+            return f" (its keys belong in [tool.corral] itself: {', '.join(own)})"
+    kebab = spelling.replace("_", "-")
+    if kebab in KEYS:  # the snake_case spelling of a key: that key, not also its near neighbours
+        return f" (did you mean '{kebab}'?)"
+    return did_you_mean(spelling, KEYS) or f" (known keys: {', '.join(sorted(KEYS))})"
+
+
 def config_from_table(table: Any, *, root: Path, source: Path | None) -> Config:
     where = str(source) if source is not None else "configuration"
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: [tool.corral] must be a table")
     values: dict[str, Any] = {}
-    for name, raw in table.items():
+    spellings: dict[str, str] = {}
+    settings: dict[str, Any] = table  # TOML's keys are strings
+    for spelling, raw in settings.items():
+        name = RENAMED_KEYS.get(spelling, spelling)
         key = KEYS.get(name)
         if key is None:
-            known = ", ".join(sorted(KEYS))
-            raise ConfigError(f"{where}: [tool.corral] unknown key '{name}' (known keys: {known})")
+            raise ConfigError(f"{where}: [tool.corral] unknown key '{spelling}'{_unknown_key_hint(spelling, raw)}")
+        if name in spellings:
+            raise ConfigError(
+                f"{where}: [tool.corral] sets '{name}' twice, as '{spellings[name]}' and '{spelling}'; keep '{name}'"
+            )
+        spellings[name] = spelling
+        if spelling != name:
+            warn(f"{where}: [tool.corral] key '{spelling}' is deprecated; spell it '{name}'")
         value = key.parse(raw)
         if value is None:
-            raise ConfigError(f"{where}: [tool.corral] key '{name}' must be {key.expected}, got {raw!r}")
+            raise ConfigError(f"{where}: [tool.corral] key '{spelling}' must be {key.expected}, got {raw!r}")
         values[key.attribute] = value
-    return Config(root=root, source=source, **values)
+    return Config(root=root, source=source, configured=frozenset(spellings), **values)

@@ -12,13 +12,17 @@ FactsByFile = Mapping[str, Mapping[str, list[Any]]]
 
 class Finding(NamedTuple):
     """A rule's verdict on one place. `path` is relative to the project root and `/`-separated;
-    `line` and `col` are 1-based."""
+    `line` and `col` are 1-based, `col` counted in characters (as ruff and GitHub count). `end_line` and
+    `end_col` are where the offending code ends (`end_col` is the column just after it), 0 when the
+    finding marks a point rather than a span of code."""
 
     path: str
     line: int
     col: int
     code: str
     message: str
+    end_line: int = 0
+    end_col: int = 0
 
     def as_dict(self) -> dict[str, str | int]:
         return {
@@ -27,6 +31,8 @@ class Finding(NamedTuple):
             "col": self.col,
             "code": self.code,
             "message": self.message,
+            "end_line": self.end_line,
+            "end_col": self.end_col,
         }
 
 

@@ -66,5 +66,6 @@ class CorralChecker:
             relpath = relative_path(path, config.root)
             findings = check_source(relpath, _source_bytes(self.lines), config, tree=self.tree).findings
         for finding in findings:
-            # flake8 columns are 0-based; it adds the 1 back when it prints them.
+            # flake8 takes 0-based columns and adds the 1 back when it prints them; corral's count characters,
+            # as flake8's own pycodestyle checks and ruff do (pyflakes' F codes count UTF-8 bytes).
             yield finding.line, finding.col - 1, f"{finding.code} {finding.message}", type(self)

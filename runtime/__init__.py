@@ -5,6 +5,7 @@ Declare queues and job kinds, build a :class:`Runtime`, ``async with runtime:``,
 """
 
 from corral.runtime.declarations import JobContext, Queue
+from corral.runtime.enqueueing import JobRequest
 from corral.runtime.errors import (
     BudgetError,
     ConfigError,
@@ -15,14 +16,17 @@ from corral.runtime.errors import (
 )
 from corral.runtime.infra import detach
 from corral.runtime.runtime import Runtime
+from corral.runtime.stores.protocol import Enqueued
 from corral.runtime.waiters import JobStatus
 
 __all__ = [
     "BudgetError",
     "ConfigError",
     "CorralRuntimeError",
+    "Enqueued",
     "JobArgumentError",
     "JobContext",
+    "JobRequest",
     "JobStatus",
     "Queue",
     "Runtime",

@@ -20,8 +20,10 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from corral.runtime.enqueueing import Unique, UniqueArg, check_priority, check_unique
 from corral.runtime.errors import ConfigError, CorralRuntimeError
 from corral.runtime.names import check_name
+from corral.runtime.stores.protocol import Enqueued
 
 if TYPE_CHECKING:
     from corral.runtime.runtime import Runtime
@@ -91,6 +93,10 @@ class JobKind:
     every: float | None = None
     run_on_start: bool = False
     isolation: str = IN_PROCESS
+    priority: int = 0
+    """The priority of its jobs when the enqueue gives none (0..3, 3 claimed first)."""
+    unique: Unique | None = None
+    """Its jobs' ``unique=`` when the enqueue gives none."""
     signature: inspect.Signature = field(repr=False, compare=False, default=inspect.Signature())
 
     @property
@@ -152,9 +158,12 @@ class Queue:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         on: str | Sequence[str] | None = None,
         isolation: str | None = None,
+        priority: int = 0,
+        unique: UniqueArg | None = None,
     ) -> Callable[[F], F]:
         """Register the decorated function as job kind ``name``; ``on`` subscribes it to event topics;
-        ``isolation`` overrides the queue's (see :class:`Queue`)."""
+        ``isolation`` overrides the queue's (see :class:`Queue`); ``priority`` and ``unique`` are the
+        defaults of its enqueues (see :meth:`Runtime.enqueue <corral.runtime.Runtime.enqueue>`)."""
         topics: tuple[str, ...]
         if on is None:
             topics = ()
@@ -163,8 +172,20 @@ class Queue:
         else:
             topics = tuple(check_name("event topic", topic) for topic in on)
 
+        own_priority = check_priority(f"job kind {name!r}", priority, ConfigError)
+        own_unique = check_unique(f"job kind {name!r}", unique, ConfigError)
+
         def register(fn: F) -> F:
-            self._register(name, fn, timeout=timeout, max_attempts=max_attempts, on=topics, isolation=isolation)
+            self._register(
+                name,
+                fn,
+                timeout=timeout,
+                max_attempts=max_attempts,
+                on=topics,
+                isolation=isolation,
+                priority=own_priority,
+                unique=own_unique,
+            )
             return fn
 
         return register
@@ -211,6 +232,8 @@ class Queue:
         every: float | None = None,
         run_on_start: bool = False,
         isolation: str | None = None,
+        priority: int = 0,
+        unique: Unique | None = None,
     ) -> None:
         check_name("job kind", name)
         own_isolation = _check_isolation(f"job kind {name!r}", isolation)
@@ -238,6 +261,8 @@ class Queue:
             every=every,
             run_on_start=run_on_start,
             isolation=own_isolation or self.isolation or (IN_PROCESS if is_async else PROCESS),
+            priority=priority,
+            unique=unique,
             signature=signature,
         )
         _DECLARING_QUEUES[name] = self
@@ -331,7 +356,7 @@ class JobContext:
 
     @property
     def stop_requested(self) -> bool:
-        """True once the job's timeout expired or the runtime is stopping hard."""
+        """True once the job's timeout expired, its job was cancelled, or the runtime is stopping hard."""
         return self._stop.is_set()
 
     def request_stop(self) -> None:
@@ -339,10 +364,19 @@ class JobContext:
         self._stop.set()
 
     def enqueue(
-        self, kind: str, /, *, key: str | None = None, delay: float | None = None, **args: Any
-    ) -> Awaitable[int]:
+        self,
+        kind: str,
+        /,
+        *,
+        key: str | None = None,
+        delay: float | None = None,
+        priority: int | None = None,
+        unique: UniqueArg | None = None,
+        **args: Any,
+    ) -> Awaitable[Enqueued]:
         """Enqueue a follow-up job (async jobs only: ``await ctx.enqueue(...)``)."""
-        return self._running_runtime("enqueue").enqueue(kind, key=key, delay=delay, **args)
+        runtime = self._running_runtime("enqueue")
+        return runtime.enqueue(kind, key=key, delay=delay, priority=priority, unique=unique, **args)
 
     def publish(self, topic: str, payload: dict[str, Any]) -> Awaitable[int]:
         """Publish an event through the outbox (async jobs only)."""

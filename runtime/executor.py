@@ -8,8 +8,10 @@ timeout; in-process async: its own task, cancelled at the timeout and recorded s
 the cancellation; in-process sync: its own thread), renewing the attempt's job and key leases for as
 long as that code really runs, so the attempt keeps its slot until then, turning every exception,
 every run past its timeout and every crashed child into a failed attempt with a retry time
-(:func:`retry_delay`) or, at ``max_crashes``, a failed job, handing results to the completer, and
-releasing a job the hard stop interrupted. Claiming is the producer's business.
+(:func:`retry_delay`) or, at ``max_crashes``, a failed job, handing results to the completer,
+stopping an attempt whose job was cancelled (:meth:`JobExecutor.cancel`: an async task is cancelled, a
+child is killed, a sync job's ``ctx.stop_requested`` is set; its slot stays taken until its code
+ends), and releasing a job the hard stop interrupted. Claiming is the producer's business.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ import math
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from corral.runtime.completer import Completer
@@ -89,13 +91,19 @@ def _describe_error(exc: BaseException) -> tuple[str, str]:
     return describe_error(exc.inner if isinstance(exc, _JobRaisedBaseException) else exc)
 
 
+def _new_future() -> asyncio.Future[None]:
+    return asyncio.get_running_loop().create_future()
+
+
 @dataclass(frozen=True)
 class _Attempt:
-    """One attempt this process runs: the claim, its kind, and the key slot it holds (if any)."""
+    """One attempt this process runs: the claim, its kind, the key slot it holds (if any), and whether
+    its job was cancelled (``cancel_requested`` is done then)."""
 
     job: ClaimedJob
     kind: JobKind
     key: tuple[str, str] | None
+    cancel_requested: asyncio.Future[None] = field(default_factory=_new_future, compare=False)
 
 
 class JobExecutor:
@@ -144,6 +152,20 @@ class JobExecutor:
         """Attempts the hard stop let go of whose code still runs (a thread, or a task that ignores
         its cancellation): they die with the process."""
         return [job for job, work in self._abandoned if not work.done()]
+
+    def running_job_ids(self) -> list[int]:
+        """The ids of the jobs whose attempts this process runs now."""
+        return [attempt.job.id for attempt in list(self._in_flight.values())]
+
+    def cancel(self, job_ids: Collection[int]) -> int:
+        """The store cancelled ``job_ids``: stop this process's attempts of them (each keeps its slot until
+        its code has ended); return how many were told."""
+        told = 0
+        for attempt in list(self._in_flight.values()):
+            if attempt.job.id in job_ids and not attempt.cancel_requested.done():
+                attempt.cancel_requested.set_result(None)
+                told += 1
+        return told
 
     async def renew_in_flight(self) -> None:
         """Extend the leases of every attempt this process runs now (the rescuer calls it before each
@@ -333,9 +355,12 @@ class JobExecutor:
             return
         self._in_flight[job.id, job.token] = attempt
         try:
-            if not await self._hold(attempt, child.reply, until=started + kind.timeout):
+            if not await self._hold(attempt, child.reply, until=started + kind.timeout, or_cancel=True):
                 status = describe_exit(await child.kill())
                 self._stats.killed_children += 1
+                if attempt.cancel_requested.done():
+                    self._record_cancelled(job, f"its worker process {child.pid} was killed ({status})")
+                    return
                 await self._settle_failure(
                     job,
                     f"TimeoutError: job exceeded its timeout of {kind.timeout:g}s; "
@@ -383,8 +408,11 @@ class JobExecutor:
     ) -> None:
         """``ended``: when an async job's coroutine ended (sync jobs: their thread ends on its own)."""
         job, kind = attempt.job, attempt.kind
-        if not await self._hold(attempt, work, until=started + kind.timeout):
-            await self._overran(attempt, ctx, work)
+        if not await self._hold(attempt, work, until=started + kind.timeout, or_cancel=True):
+            if attempt.cancel_requested.done():
+                await self._stop_cancelled(attempt, ctx, work, deadline=started + kind.timeout)
+            else:
+                await self._overran(attempt, ctx, work)
             return
         elapsed = (ended[0] if ended else started) - started
         if elapsed > kind.timeout:
@@ -436,17 +464,54 @@ class JobExecutor:
         await self._settle_failure(job, error, None)
         await self._hold(attempt, work, until=math.inf)
 
-    async def _hold(self, attempt: _Attempt, work: asyncio.Future[Any], *, until: float) -> bool:
-        """Wait for the attempt's code until ``until`` (monotonic), renewing its leases meanwhile;
-        return whether it ended."""
+    async def _stop_cancelled(
+        self, attempt: _Attempt, ctx: JobContext, work: asyncio.Future[Any], *, deadline: float
+    ) -> None:
+        """The attempt's job was cancelled: ask its code to stop (an async job's task is cancelled) and keep
+        its slot until it has; code still running at its timeout is cancelled again and reported stuck."""
+        job, kind = attempt.job, attempt.kind
+        ctx.request_stop()
+        if kind.is_async:
+            work.cancel()
+        if not await self._hold(attempt, work, until=max(deadline, time.monotonic() + CANCEL_ESCALATION)):
+            log.error(
+                "job %s (%s) attempt %d was cancelled and still runs at its timeout of %gs; its slot and key "
+                "stay taken until it ends",
+                job.id,
+                job.kind,
+                job.attempt,
+                kind.timeout,
+            )
+            if kind.is_async:
+                work.cancel()
+            self._stuck.add((job.id, job.token))
+            await self._hold(attempt, work, until=math.inf)
+        self._record_cancelled(job, "its code has stopped")
+
+    def _record_cancelled(self, job: ClaimedJob, how: str) -> None:
+        """The store holds the job cancelled already: nothing to record but the log line and the waiters."""
+        self._stats.cancelled_attempts += 1
+        log.info("job %s (%s) attempt %d was cancelled: %s", job.id, job.kind, job.attempt, how)
+        self._waiters.settled(job.id)
+
+    async def _hold(
+        self, attempt: _Attempt, work: asyncio.Future[Any], *, until: float, or_cancel: bool = False
+    ) -> bool:
+        """Wait for the attempt's code until ``until`` (monotonic), renewing its leases meanwhile; return
+        whether it ended. ``or_cancel``: stop waiting (False) as soon as the attempt's job is cancelled."""
         renew_every = attempt.kind.lease_seconds / 3
+        watched: list[asyncio.Future[Any]] = [work, attempt.cancel_requested] if or_cancel else [work]
         while True:
             remaining = until - time.monotonic()
             if remaining <= 0:
                 return work.done()
-            done, _ = await asyncio.wait([work], timeout=min(remaining, renew_every))
-            if done:
+            done, _ = await asyncio.wait(
+                watched, timeout=min(remaining, renew_every), return_when=asyncio.FIRST_COMPLETED
+            )
+            if work in done:
                 return True
+            if done:
+                return False  # cancelled
             await self._renew(attempt)
 
     @staticmethod

@@ -29,6 +29,7 @@ from corral.runtime.budget import Budget, compute_budget
 from corral.runtime.completer import Completer
 from corral.runtime.config import RuntimeConfig
 from corral.runtime.declarations import IN_PROCESS, PROCESS, JobKind, KindTable, Queue, declaring_queue
+from corral.runtime.enqueueing import JobRequest, UniqueArg, check_priority, check_unique, unique_key
 from corral.runtime.errors import (
     BudgetError,
     ConfigError,
@@ -39,16 +40,23 @@ from corral.runtime.errors import (
 )
 from corral.runtime.executor import JobExecutor
 from corral.runtime.includes import import_modules
-from corral.runtime.infra import LoopWatchdog, ProcessPool, cancel_detached, default_start_method, spawn
+from corral.runtime.infra import (
+    LoopWatchdog,
+    ProcessPool,
+    cancel_detached,
+    default_start_method,
+    spawn,
+    wait_tasks_or_event,
+)
 from corral.runtime.isolation import serve_imported, serve_inherited
 from corral.runtime.lifecycle import Lifecycle, State
-from corral.runtime.maintenance import PeriodicScheduler, Pruner, Relay, Rescuer
+from corral.runtime.maintenance import Canceller, PeriodicScheduler, Pruner, Relay, Rescuer
 from corral.runtime.names import check_name
 from corral.runtime.payloads import UnstorableJson, encode_json, is_storable_text
 from corral.runtime.producer import Producer, Producers
 from corral.runtime.stats import RuntimeStats
 from corral.runtime.stores import open_store
-from corral.runtime.stores.protocol import FailedJob, NewJob, QueueCounts, Store
+from corral.runtime.stores.protocol import Enqueued, FailedJob, NewJob, QueueCounts, Store
 from corral.runtime.waiters import JobStatus, Waiters
 
 __all__ = ["Runtime"]
@@ -155,6 +163,7 @@ class Runtime:
         self.worker_id = config.worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.stats = RuntimeStats()
         self._lifecycle = Lifecycle()
+        self._grace_ended = asyncio.Event()  # end_grace(): the soft stop waits no longer
         # True when the store pushes other processes' notices (PostgreSQL LISTEN): polling is then
         # only the fallback, at each queue's `poll`. The notices arrive only once the store is open,
         # when every service below exists.
@@ -197,6 +206,12 @@ class Runtime:
             crash_kinds=lambda: [kind.name for kind in self._kinds.values() if kind.isolation == IN_PROCESS],
         )
         self._pruner = Pruner(store=self.store, config=config, lifecycle=self._lifecycle)
+        self._canceller = Canceller(
+            store=self.store,
+            lifecycle=self._lifecycle,
+            running_job_ids=self._executor.running_job_ids,
+            cancel=self._executor.cancel,
+        )
         self._periodic = PeriodicScheduler(
             store=self.store, config=config, lifecycle=self._lifecycle, wake=self._producers.wake
         )
@@ -281,6 +296,7 @@ class Runtime:
         self._plumbing.append(spawn(self._waiters.run(), name="corral:notifier"))
         self._plumbing.append(spawn(self._rescuer.run(), name="corral:rescuer"))
         self._plumbing.append(spawn(self._pruner.run(), name="corral:pruner"))
+        self._plumbing.append(spawn(self._canceller.run(), name="corral:canceller"))
         self._plumbing.append(spawn(self._periodic.run(), name="corral:periodic"))
         for index in range(self.config.relay):
             self._relay_tasks.append(spawn(self._relay.run(), name=f"corral:relay-{index}"))
@@ -315,7 +331,7 @@ class Runtime:
         # 3. soft stop: let running jobs finish, up to grace
         running = self._producers.running_jobs()
         if running:
-            _, pending = await asyncio.wait(running, timeout=grace)
+            pending = await wait_tasks_or_event(running, timeout=grace, event=self._grace_ended)
             # 4. hard stop: cancel what is left; each job releases itself back to waiting
             if pending:
                 log.warning("grace of %ss elapsed: cancelling %d running job(s)", grace, len(pending))
@@ -346,6 +362,12 @@ class Runtime:
         self._lifecycle.enter(State.STOPPED)
         log.info("corral runtime %s stopped", self.worker_id)
 
+    def end_grace(self) -> None:
+        """End the soft stop of a :meth:`stop` now, or make the next one end at once: the jobs still
+        running are cancelled and released back to waiting, as when its grace runs out (``corral
+        worker`` calls it on a second SIGINT or SIGTERM)."""
+        self._grace_ended.set()
+
     @staticmethod
     async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
         for task in tasks:
@@ -367,15 +389,48 @@ class Runtime:
         return UnknownJobKind(f"unknown job kind {kind!r}; declared kinds: {known}")
 
     async def enqueue(
-        self, kind: str, /, *, key: str | None = None, delay: float | None = None, conn: Any = None, **args: Any
-    ) -> int:
-        """Store a job of ``kind`` with JSON ``args``; return its id. ``key`` groups jobs for ``per_key``;
-        ``delay`` (seconds) postpones the first run. ``conn`` (PostgreSQL: a ``psycopg.AsyncConnection``
-        inside the caller's transaction) makes the job exist if and only if that transaction commits."""
+        self,
+        kind: str,
+        /,
+        *,
+        key: str | None = None,
+        delay: float | None = None,
+        priority: int | None = None,
+        unique: UniqueArg | None = None,
+        conn: Any = None,
+        **args: Any,
+    ) -> Enqueued:
+        """Store a job of ``kind`` with JSON ``args``; return its id (an ``int``). ``key`` groups jobs for
+        ``per_key``; ``delay`` (seconds) postpones the first run; ``priority`` (0..3, default the kind's)
+        puts it ahead of lower ones in its queue. ``unique`` (default the kind's): True or ``"by-args"``
+        (the kind and its arguments), a key string (per kind) or ``{"key": ..., "states": [...], "for":
+        seconds}``; while a job with the same unique key is waiting, running or retrying (or in
+        ``states``), nothing is inserted and the answer is that job's id with ``.duplicate`` True.
+        ``conn`` (PostgreSQL: a ``psycopg.AsyncConnection`` inside the caller's transaction) makes the
+        job exist if and only if that transaction commits."""
+        request = JobRequest(kind, key=key, delay=delay, priority=priority, unique=unique, **args)
+        return (await self._enqueue([request], conn=conn, what=f"enqueue of a {kind!r} job"))[0]
+
+    async def enqueue_many(self, jobs: Sequence[JobRequest], /, *, conn: Any = None) -> list[Enqueued]:
+        """Store every job of ``jobs`` (:class:`JobRequest`, each with ``enqueue``'s keywords) in one
+        transaction and one round trip to the store: all or none. Return their ids in order, as
+        :meth:`enqueue` answers each (a duplicate: the holder's id, ``.duplicate`` True; a unique key
+        twice in the batch: the first job's). ``conn`` as for :meth:`enqueue`."""
+        if isinstance(jobs, (str, bytes)) or not isinstance(jobs, Sequence):
+            raise JobArgumentError(f"enqueue_many takes a list of JobRequest, got {type(jobs).__name__}")
+        if not jobs:
+            return []
+        return await self._enqueue(jobs, conn=conn, what=f"enqueue_many of {len(jobs)} job(s)")
+
+    def _new_job(self, request: JobRequest, now: float) -> NewJob:
+        """``request`` checked and encoded as the store takes it; JobArgumentError says what is wrong."""
+        if not isinstance(request, JobRequest):
+            raise JobArgumentError(f"enqueue_many takes JobRequest items, got {type(request).__name__}")
+        kind, key, delay = request.kind, request.key, request.delay
         job_kind = self._kinds.get(kind)
         if job_kind is None:
             raise self._unknown(kind)
-        args_json = _encode("arguments", job_kind, args)
+        args_json = _encode("arguments", job_kind, request.args)
         if key is not None and (
             not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_LENGTH or not is_storable_text(key)
         ):
@@ -387,22 +442,50 @@ class Runtime:
             isinstance(delay, bool) or not isinstance(delay, (int, float)) or not math.isfinite(delay) or delay < 0
         ):
             raise JobArgumentError(f"delay must be a number of seconds >= 0, got {delay!r}")
-        self._lifecycle.require_running()
-        new = NewJob(
+        what = f"job of kind {kind!r}"
+        priority = job_kind.priority if request.priority is None else request.priority
+        unique = job_kind.unique if request.unique is None else check_unique(what, request.unique, JobArgumentError)
+        return NewJob(
             queue=job_kind.queue,
             kind=kind,
             args_json=args_json,
             key=key,
-            run_at=time.time() + (delay or 0.0),
+            run_at=now + (delay or 0.0),
             max_attempts=job_kind.max_attempts,
             lease_seconds=job_kind.lease_seconds,
+            priority=check_priority(what, priority, JobArgumentError),
+            unique_key=None if unique is None else unique_key(unique, kind=kind, args_json=args_json, now=now),
+            unique_states=() if unique is None else unique.states,
         )
-        (job_id,) = await self._bounded(f"enqueue of a {kind!r} job", self.store.enqueue([new], conn=conn))
-        if conn is None:  # a job in an uncommitted transaction may never exist: wait() asks the store
-            self._waiters.remember(job_id, job_kind.queue)
-        if not delay:
-            self._producers.wake(job_kind.queue)
-        return job_id
+
+    async def _enqueue(self, requests: Sequence[JobRequest], *, conn: Any, what: str) -> list[Enqueued]:
+        now = time.time()
+        jobs = [self._new_job(request, now) for request in requests]
+        self._lifecycle.require_running()
+        ids = await self._bounded(what, self.store.enqueue(jobs, conn=conn))
+        for job, job_id in zip(jobs, ids, strict=True):
+            if conn is None:  # a job in an uncommitted transaction may never exist: wait() asks the store
+                self._waiters.remember(job_id, job.queue)
+            if job.run_at <= now and not job_id.duplicate:
+                self._producers.wake(job.queue)
+        return ids
+
+    async def cancel(self, *job_ids: int) -> list[int]:
+        """Cancel jobs: a waiting or retrying one never runs; a running one (in any process) has its attempt
+        stopped (async: its task is cancelled; ``isolation="process"``: its child is killed; in-process
+        sync: ``ctx.stop_requested`` becomes true), within about a second where the store cannot push the
+        notice. Each ends ``cancelled`` and is not retried, whatever its attempt records afterwards; its
+        worker slot is freed once its code has really stopped. Return the ids cancelled now (jobs
+        already finished, or unknown, are not)."""
+        for job_id in job_ids:
+            if isinstance(job_id, bool) or not isinstance(job_id, int):
+                raise JobArgumentError(f"cancel takes job ids (integers), got {job_id!r}")
+        self._lifecycle.require_running()
+        cancelled = await self._bounded(f"cancel of {len(job_ids)} job(s)", self.store.cancel(job_ids))
+        self._executor.cancel(set(cancelled))  # this process's attempts stop now, not at the next look
+        for job_id in cancelled:
+            self._waiters.settled(job_id)
+        return cancelled
 
     async def publish(self, topic: str, payload: Mapping[str, Any], *, conn: Any = None) -> int:
         """Write an event to the outbox; the relay turns it into one job per subscribed kind. ``conn`` as
@@ -468,6 +551,7 @@ class Runtime:
 
     def _on_finished_notice(self, job_ids: Sequence[int]) -> None:
         self._waiters.on_finished_notice(job_ids)
+        self._canceller.on_finished(job_ids)  # a job cancelled elsewhere may run here
 
     def _on_events_notice(self) -> None:
         self._relay.poke()
@@ -475,7 +559,7 @@ class Runtime:
     # -- waiting --------------------------------------------------------------------------------
 
     async def wait(self, job_id: int, *, timeout: float = 2.0) -> JobStatus:
-        """Wait up to ``timeout`` seconds for a job to finish (done or failed for good).
+        """Wait up to ``timeout`` seconds for a job to finish (done, failed for good or cancelled).
 
         Served by this process's single notifier. When the job's queue already has
         ``max_waiters`` waiters, answers at once with ``waited=False`` instead of queueing. A timeout

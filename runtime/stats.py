@@ -19,4 +19,5 @@ class RuntimeStats:
     rescued: int = 0
     killed_children: int = 0  # process-isolated attempts SIGKILLed at their timeout
     crashed_children: int = 0  # process-isolated attempts whose child died without replying
+    cancelled_attempts: int = 0  # attempts stopped because their job was cancelled
     relay_passes: list[int] = field(default_factory=list)  # events moved per non-empty pass

@@ -22,7 +22,7 @@ from corral.runtime.config import RuntimeConfig
 from corral.runtime.errors import StoreUnavailable
 from corral.runtime.infra import wait_event
 from corral.runtime.lifecycle import Lifecycle
-from corral.runtime.stores.protocol import DONE, FAILED, Store
+from corral.runtime.stores.protocol import FINAL_STATES, Store
 
 __all__ = ["JobStatus", "Waiters"]
 
@@ -49,7 +49,7 @@ class JobStatus:
 
     @property
     def finished(self) -> bool:
-        return self.state in (DONE, FAILED)
+        return self.state in FINAL_STATES
 
 
 @dataclass
@@ -90,7 +90,7 @@ class Waiters:
             if found is None:
                 return JobStatus(job_id=job_id, state="unknown", waited=False, error="no such job")
             queue = found.queue
-            if found.state in (DONE, FAILED):
+            if found.state in FINAL_STATES:
                 return self._status(job_id, found.state, found.result_json, found.error)
         if self._counts[queue] >= self._config.max_waiters:
             return JobStatus(job_id=job_id, state="not-waited", waited=False)
@@ -121,7 +121,7 @@ class Waiters:
             self._wake.set()
 
     def _resolve(self, job_id: int, state: str, result_json: str | None, error: str | None) -> None:
-        """The store holds a final state (``done`` or ``failed``) of a job: answer whoever waits on it."""
+        """The store holds a final state (done, failed or cancelled) of a job: answer whoever waits on it."""
         waiter = self._waiters.get(job_id)
         if waiter is None:
             return
@@ -175,7 +175,7 @@ class Waiters:
                 log.exception("notifier: reading job states failed")
                 states = {}
             for job_id, state in states.items():
-                if state.state in (DONE, FAILED):
+                if state.state in FINAL_STATES:
                     self._resolve(job_id, state.state, state.result_json, state.error)
             # a local settlement wakes the notifier at once, pushed or polling
             await wait_event(self._wake, self._config.notify_fallback if self._pushed else self._config.notify_interval)

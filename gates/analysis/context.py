@@ -7,6 +7,7 @@ import ast
 from corral.gates.analysis.names import ModuleNames
 from corral.gates.config import Config
 from corral.gates.findings import Finding
+from corral.gates.source.parsing import source_lines
 
 
 class FileContext:
@@ -33,11 +34,26 @@ class FileContext:
         self.facts: dict[str, list[object]] = {}
         # Other project files a rule read (relpath -> stamp and hash); the cached result holds while they do.
         self.dependencies: dict[str, tuple[int, int, str]] = {}
+        self._lines: list[str] | None = None
+
+    def column(self, line: int, utf8_offset: int) -> int:
+        """The 1-based column in characters of `ast`'s 0-based UTF-8 byte offset on `line`: what ruff,
+        pycodestyle and GitHub count, so a finding on a line with non-ASCII text points where they do."""
+        if self._lines is None:
+            self._lines = source_lines(self.text)
+        text = self._lines[line - 1] if 0 < line <= len(self._lines) else ""
+        if text.isascii():
+            return utf8_offset + 1
+        return len(text.encode("utf-8", "surrogatepass")[:utf8_offset].decode("utf-8", "replace")) + 1
 
     def finding(self, node: ast.AST, code: str, message: str) -> Finding:
         line = getattr(node, "lineno", 1)
-        col = getattr(node, "col_offset", 0) + 1
-        return Finding(self.relpath, line, col, code, message)
+        col = self.column(line, getattr(node, "col_offset", 0))
+        end_line = getattr(node, "end_lineno", None)
+        end_offset = getattr(node, "end_col_offset", None)
+        if end_line is None or end_offset is None:
+            return Finding(self.relpath, line, col, code, message)
+        return Finding(self.relpath, line, col, code, message, end_line, self.column(end_line, end_offset))
 
     def add_fact(self, kind: str, fact: object) -> None:
         """Record what a whole-project check needs from this file (kept in the cache with the findings)."""

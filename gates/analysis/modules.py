@@ -141,6 +141,8 @@ class _Parsed(NamedTuple):
 # Parsed modules by absolute path, validated by stamp on every use; project scans by (root, needle, whole tree); the
 # memos of `run_memo` by name.
 _PARSED: dict[str, _Parsed] = {}
+# Parsed modules by (relpath, text) for one run: what `parsed_module` shares.
+_BY_TEXT: dict[tuple[str, str], ModuleInfo] = {}
 _SCANS: dict[tuple[str, bytes, bool], tuple[str, ...]] = {}
 _RUN_MEMOS: dict[str, dict[Any, Any]] = {}
 # Project summaries by (root, name, whole tree): the words and their digest.
@@ -150,6 +152,7 @@ _SUMMARIES: dict[tuple[str, str, bool], tuple[frozenset[str], str]] = {}
 def forget() -> None:
     """Start a new run: project scans, summaries and run memos are recomputed (parsed modules are
     revalidated by stamp anyway)."""
+    _BY_TEXT.clear()
     _SCANS.clear()
     _SUMMARIES.clear()
     for memo in _RUN_MEMOS.values():
@@ -186,12 +189,23 @@ def _read(path: str, relpath: str) -> _Parsed | None:
         return None  # reported where the file is checked itself (CRL001)
     module: ModuleInfo | None
     try:
-        module = ModuleInfo(relpath, parse(decode(data), path))
+        module = parsed_module(relpath, decode(data), path)
     except (Uncheckable, RecursionError, MemoryError):
         module = None  # an unparsable dependency is reported where it is checked itself (CRL001)
     parsed = _Parsed(stamp, content_digest(data), module)
     _PARSED[path] = parsed
     return parsed
+
+
+def parsed_module(relpath: str, text: str, filename: str) -> ModuleInfo:
+    """The module project file `relpath` holding `text` parses to, parsed once per run and process: a file
+    the engine checks and a rule also reads as another file's dependency (a callee's module, a wrapper's)
+    is parsed once, whichever needs it first. Raises what `parse` raises."""
+    key = (relpath, text)
+    known = _BY_TEXT.get(key)
+    if known is None:
+        known = _BY_TEXT[key] = ModuleInfo(relpath, parse(text, filename))
+    return known
 
 
 def project_files(root: Path, whole_tree: bool = False) -> tuple[str, ...]:

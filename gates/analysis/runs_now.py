@@ -2,8 +2,9 @@
 
 Calling a plain function runs its body. Calling an `async def` makes a coroutine: its body runs where the
 coroutine is awaited (`await f()`), passed straight to an awaited `asyncio.gather` / `wait_for` / `shield`
-(`await asyncio.gather(f(), *[g(x) for x in xs])`), or to `asyncio.run` / `loop.run_until_complete`. Calling
-a generator function (a `def` whose own body has `yield` / `yield from`) makes a generator: its body runs
+(`await asyncio.gather(f(), *[g(x) for x in xs])`) or to one handed on to what runs it
+(`asyncio.run(asyncio.wait_for(f(), 5))`), or to `asyncio.run` / `loop.run_until_complete`. Calling a
+generator function (a `def` whose own body has `yield` / `yield from`) makes a generator: its body runs
 where it is iterated (a `for` loop's or an eager comprehension's iterable, a generator expression's when that
 is iterated, the first argument of `list`/`tuple`/`set`/`frozenset`/`dict`/`sorted`/`sum`/`any`/`all`/`next`,
 the only one of `min`/`max`, `yield from`) or entered as a `with` item (a `@contextmanager` function runs up
@@ -72,11 +73,7 @@ def runs_body(call: ast.Call, function: Function, scope: Scope, module: ModuleIn
     if kind == COROUTINE:
         if call in drivers.awaited:
             return True
-        consumer = drivers.passed.get(call)
-        if consumer is None:
-            return False
-        called = module.names.resolve(consumer.func, scope)
-        return called in RUNNING or (called in AWAITING and consumer in drivers.awaited)
+        return _run_by_consumer(call, drivers, scope, module)
     iterated = drivers.iterated.get(call)
     if iterated is None:
         return False
@@ -87,6 +84,22 @@ def runs_body(call: ast.Call, function: Function, scope: Scope, module: ModuleIn
     return builtin is None or (
         isinstance(builtin.func, ast.Name) and scope.lookup(builtin.func.id) == f"builtins.{builtin.func.id}"
     )
+
+
+def _run_by_consumer(call: ast.Call, drivers: _Drivers, scope: Scope, module: ModuleInfo) -> bool:
+    """Whether the call `call` is passed to runs it: `asyncio.run` does; `gather` / `wait_for` / `shield` do
+    when they are awaited or handed on to one that runs them (`asyncio.run(asyncio.wait_for(fetch(), 5))`)."""
+    consumer = drivers.passed.get(call)
+    while consumer is not None:
+        called = module.names.resolve(consumer.func, scope)
+        if called in RUNNING:
+            return True
+        if called not in AWAITING:
+            return False
+        if consumer in drivers.awaited:
+            return True
+        consumer = drivers.passed.get(consumer)
+    return False
 
 
 def _yields(function: Function) -> bool:

@@ -1,20 +1,19 @@
 """The baseline: the findings a project accepted when it adopted corral, so that `corral check --baseline FILE`
 fails only on new ones; `corral baseline [PATH...]` writes it.
 
-An entry is keyed by the finding's path (relative to the project root), its code and a fingerprint of the
-offending line's text with whitespace collapsed, plus an occurrence index among identical keys of one file
-(in line order): moving code or re-indenting it keeps its entry, editing the line does not. An entry that no
+An entry is keyed by the finding's path (relative to the project root), its code and its fingerprint
+(`outputs.fingerprints`: the offending line's text with whitespace collapsed, plus an occurrence index among
+identical keys of one file), which SARIF results carry too: moving code or re-indenting it keeps its entry,
+editing the line does not. An entry that no
 longer occurs is reported as fixed and fails the run until the baseline is rewritten, so a baseline only
 shrinks. Nothing is suppressed inline or by path: the file lists each accepted finding.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -22,12 +21,12 @@ from corral.gates.config import Config
 from corral.gates.engine.projects import Project
 from corral.gates.engine.run import CheckResult
 from corral.gates.findings import Finding
+from corral.gates.outputs.fingerprints import fingerprinted
 
 DEFAULT_BASELINE = "corral-baseline.json"
 VERSION = 1
 # How much of the offending line an entry shows a reviewer; the fingerprint covers all of it.
 SHOWN_TEXT = 120
-_LINE_BREAKS = re.compile(r"\r\n|\r|\n")
 
 
 class BaselineError(Exception):
@@ -51,37 +50,19 @@ class Applied(NamedTuple):
     accepted: int
 
 
-def _lines_of(path: Path, max_bytes: int) -> list[str]:
-    from corral.gates.source.parsing import Uncheckable, decode, read_source
-
-    try:
-        data = read_source(str(path), max_bytes)
-        text = decode(data)
-    except (OSError, Uncheckable):
-        return []  # the finding says why the file cannot be read; its line text is then empty
-    return _LINE_BREAKS.split(text)
-
-
-def _normalised(text: str) -> str:
-    return " ".join(text.split())
-
-
-def keyed(findings: Iterable[Finding], config: Config) -> list[tuple[Entry, Finding, str]]:
-    """Every finding with its entry and the offending line's normalised text."""
-    lines: dict[str, list[str]] = {}
-    seen: dict[tuple[str, str, str], int] = {}
-    keyed_findings = []
-    for finding in sorted(findings, key=lambda f: (f.path, f.line, f.col, f.code, f.message)):
-        if finding.path not in lines:
-            lines[finding.path] = _lines_of(config.root / finding.path, config.max_file_size)
-        file_lines = lines[finding.path]
-        text = _normalised(file_lines[finding.line - 1]) if 0 < finding.line <= len(file_lines) else ""
-        fingerprint = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
-        group = (finding.path, finding.code, fingerprint)
-        occurrence = seen.get(group, 0)
-        seen[group] = occurrence + 1
-        keyed_findings.append((Entry(finding.path, finding.code, fingerprint, occurrence), finding, text))
-    return keyed_findings
+def keyed(
+    findings: Iterable[Finding], config: Config, sources: Mapping[str, bytes] | None = None
+) -> list[tuple[Entry, Finding, str]]:
+    """Every finding with its entry and the offending line's normalised text, read from `sources` (relative
+    path to the source that was checked, as read from stdin) for the files it holds, else from disk."""
+    return [
+        (
+            Entry(marked.finding.path, marked.finding.code, marked.fingerprint, marked.occurrence),
+            marked.finding,
+            marked.text,
+        )
+        for marked in fingerprinted(findings, config.root, config.max_file_size, sources)
+    ]
 
 
 def read_baseline(path: Path) -> dict[Entry, str]:
@@ -138,9 +119,15 @@ def in_scope(entry: Entry, result: CheckResult, covers_root: bool) -> bool:
     return entry.path in result.results or covers_root
 
 
-def apply_baseline(result: CheckResult, entries: dict[Entry, str], config: Config, covers_root: bool) -> Applied:
+def apply_baseline(
+    result: CheckResult,
+    entries: dict[Entry, str],
+    config: Config,
+    covers_root: bool,
+    sources: Mapping[str, bytes] | None = None,
+) -> Applied:
     new, matched = [], set()
-    for entry, finding, _ in keyed(result.findings, config):
+    for entry, finding, _ in keyed(result.findings, config, sources):
         if entry in entries:
             matched.add(entry)
         else:
@@ -166,20 +153,30 @@ def project_baselines(projects: Sequence[Project], flag: str | None) -> dict[Pat
     for project in projects:
         if not isinstance(project.settings, Config):
             continue  # reported as the project's CRL000; its baseline is never used
-        configured = project.settings.baseline
-        baseline_file = Path(flag) if flag else project.root / configured if configured else None
+        baseline_file = baseline_file_of(project.settings, flag)
         if baseline_file is not None:
             baselines[project.root] = (baseline_file, read_baseline(baseline_file))
     return baselines
 
 
+def baseline_file_of(config: Config, flag: str | None) -> Path | None:
+    """The baseline a project's run is judged against: `--baseline FILE`, else its `baseline` key, else none."""
+    return Path(flag) if flag else config.root / config.baseline if config.baseline else None
+
+
 def report_against(
-    baseline_file: Path, entries: dict[Entry, str], result: CheckResult, config: Config, covers_root: bool
+    baseline_file: Path,
+    entries: dict[Entry, str],
+    result: CheckResult,
+    config: Config,
+    covers_root: bool,
+    sources: Mapping[str, bytes] | None = None,
 ) -> tuple[CheckResult, list[str], bool]:
     """The run with only its findings the baseline does not hold; the notes to print after its output (how
     many it held back, each entry that no longer occurs); and whether an entry no longer occurs (which fails
-    the run until the baseline is rewritten). `covers_root`: the paths checked hold the project's root."""
-    applied = apply_baseline(result, entries, config, covers_root)
+    the run until the baseline is rewritten). `covers_root`: the paths checked hold the project's root;
+    `sources` are files checked from memory (`keyed`)."""
+    applied = apply_baseline(result, entries, config, covers_root, sources)
     notes = [
         f"corral: {baseline_file}: fixed: {entry.path} {entry.code} {text!r}:"
         " remove from the baseline by re-running corral baseline"

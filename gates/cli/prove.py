@@ -1,8 +1,8 @@
 """`corral prove`: a gate that has never been red proves nothing.
 
-Copies the project to a scratch directory, plants one violation per rule family where the project
-gives the family something to attach to, runs the gate on the copy and reports, per family, whether it
-went red on exactly the planted line. The project itself is never touched.
+Copies the project to a scratch directory, plants one violation per rule family (CRL4: a network call and an
+enqueue, one each) where the project gives the family something to attach to, runs the gate on the copy and
+reports, per family, whether it went red on exactly the planted line. The project itself is never touched.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from corral.gates.config import Config, load_config
 from corral.gates.engine.run import CheckResult, check_paths
 from corral.gates.findings import code_family
-from corral.gates.frameworks import BY_NAME
+from corral.gates.frameworks import BY_NAME, FRAMEWORKS
 from corral.gates.rules.base import EngineCodes
 from corral.gates.rules.connection_budget import ConnectionBudget, ConnectionBudgetCheck
 from corral.gates.rules.job_report import JobsReport
@@ -75,30 +75,44 @@ def _domain_module(scratch: Scratch) -> str | None:
     return None
 
 
-def plant_unmanaged_thread(scratch: Scratch) -> Plant | None:
+def _append_to_domain_module(scratch: Scratch, lines: list[str], target: int) -> Plant | None:
+    """`_append` to the first module the domain rules judge (None when there is none)."""
     relpath = _domain_module(scratch)
-    if relpath is None:
-        return None
+    return _append(scratch, relpath, lines, target) if relpath is not None else None
+
+
+def plant_unmanaged_thread(scratch: Scratch) -> Plant | None:
     lines = [
         f"import threading as _corral_prove_threading{MARK}",
         f"_corral_prove_threading.Thread(target=print){MARK}",
     ]
-    return _append(scratch, relpath, lines, 1)
+    return _append_to_domain_module(scratch, lines, 1)
+
+
+def _in_django_transaction(
+    scratch: Scratch, head: list[str], name: str, imports: list[str], statement: str
+) -> Plant | None:
+    """`head`, then a function `name` that runs `statement` inside `transaction.atomic()` (the line the family
+    must report), appended to a domain module."""
+    lines = [*head, f"def {name}() -> None:", *imports, "    from django.db import transaction"]
+    lines += ["", "    with transaction.atomic():", f"        {statement}"]
+    lines[0] += MARK
+    return _append_to_domain_module(scratch, lines, len(lines) - 1)
 
 
 def plant_call_in_transaction(scratch: Scratch) -> Plant | None:
-    relpath = _domain_module(scratch)
-    if relpath is None:
-        return None
-    lines = [
-        f"def _corral_prove_transaction() -> None:{MARK}",
-        "    import requests",
-        "    from django.db import transaction",
-        "",
-        "    with transaction.atomic():",
-        '        requests.post("https://corral-prove.invalid", timeout=1)',
-    ]
-    return _append(scratch, relpath, lines, 5)
+    post = 'requests.post("https://corral-prove.invalid", timeout=1)'
+    return _in_django_transaction(scratch, [], "_corral_prove_transaction", ["    import requests"], post)
+
+
+def plant_enqueue_in_transaction(scratch: Scratch) -> Plant | None:
+    """A task of its own, declared with the first framework's `enqueue_plant` (with a limit, so CRL2 stays
+    quiet), enqueued inside `transaction.atomic()`: CRL402."""
+    plant = next(framework.enqueue_plant for framework in FRAMEWORKS if framework.enqueue_plant is not None)
+    decorator = "_corral_prove_task_decorator"
+    task = [plant.imports.format(name=decorator), "", "", f"@{decorator}{plant.arguments}"]
+    task += ["def _corral_prove_task() -> None:", "    return None", "", ""]
+    return _in_django_transaction(scratch, task, "_corral_prove_enqueue", [], f"_corral_prove_task.{plant.method}()")
 
 
 _DECORATOR = re.compile(r"@([A-Za-z_][\w.]*)")
@@ -173,6 +187,7 @@ PLANTERS: list[tuple[str, str, Planter]] = [
     (UnmanagedConcurrency.family(), "a thread started in a domain module", plant_unmanaged_thread),
     (JobTimeouts.family(), "a job kind without a hard timeout", plant_job_without_timeout),
     (NetworkInTransaction.family(), "a network call inside a transaction", plant_call_in_transaction),
+    (NetworkInTransaction.family(), "a job enqueued inside a transaction", plant_enqueue_in_transaction),
 ]
 
 

@@ -25,7 +25,9 @@ from corral.gates.findings import Finding
 
 CACHE_DIR = ".corral_cache"
 # 2: facts are typed records, each stored in its own JSON form; 3: the project checks' output is kept.
-FORMAT = 3
+# 4: SQLAlchemy engines declared at module level are facts (their pools join the connection budget).
+# 5: findings carry where their code ends, and columns count characters.
+FORMAT = 5
 # `analysis.modules.SUMMARY_PREFIX`, spelled here so that a warm run need not load that module.
 SUMMARY_PREFIX = "*summary:"
 
@@ -162,7 +164,7 @@ class Cache:
             self.used[key] = self.results[key]
             return
         stored = result.stored_facts if result.stored_facts is not None else _facts_to_json(result.facts)
-        entry: list[Any] = [[[f.line, f.col, f.code, f.message] for f in result.findings], stored]
+        entry: list[Any] = [[list(f)[1:] for f in result.findings], stored]
         if result.dependencies:
             entry.append(result.dependencies)
         self.used[key] = entry

@@ -19,13 +19,20 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from corral.gates.config import Config, ConfigError
+from corral.gates.config import DEFAULT_MAX_FILE_SIZE, Config, ConfigError, did_you_mean, warn
 from corral.gates.engine.cache import Cache, DamagedCache, FileResult, Stamp
 from corral.gates.engine.infra.parallel import map_paths
 from corral.gates.findings import Finding
 from corral.gates.source.deployments import deployment_inputs
 from corral.gates.source.discovery import iter_files
-from corral.gates.source.parsing import Uncheckable, declares_encoding, decode, read_source, unreadable_kind
+from corral.gates.source.parsing import (
+    Uncheckable,
+    declares_encoding,
+    decode,
+    read_source,
+    too_large,
+    unreadable_kind,
+)
 
 if TYPE_CHECKING:
     import ast
@@ -46,10 +53,7 @@ def selected_codes(select: tuple[str, ...], where: str = "select") -> frozenset[
 
     for selector in select:
         if selector not in CODES and selector not in FAMILIES:
-            import difflib
-
-            near = difflib.get_close_matches(selector, [*FAMILIES, *CODES], n=3, cutoff=0.6)
-            hint = f" (did you mean {', '.join(near)}?)" if near else f" (families: {', '.join(FAMILIES)})"
+            hint = did_you_mean(selector, [*FAMILIES, *CODES]) or f" (families: {', '.join(FAMILIES)})"
             raise ConfigError(f"{where}: no rule family or code {selector!r}{hint}")
     return frozenset(code for code in CODES if code.startswith(("CRL0", *select)))
 
@@ -94,8 +98,9 @@ def run_project_checks(results: Mapping[str, FileResult], config: Config, report
 
 class CheckResult(NamedTuple):
     """The outcome of one run: how many files were checked and every finding, sorted; what `select` left
-    out. A run over several projects (`engine.projects`) holds each one's result in `projects`; its
-    findings are theirs together, each `path` relative to its own project's root."""
+    out; the bound files were read under (outputs that read a finding's line again keep to it). A run over
+    several projects (`engine.projects`) holds each one's result in `projects`; its findings are theirs
+    together, each `path` relative to its own project's root."""
 
     root: Path
     files: int
@@ -103,6 +108,9 @@ class CheckResult(NamedTuple):
     results: dict[str, FileResult]
     reports: dict[str, Any]
     not_run: tuple[str, ...] = ()
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    # The sources checked from memory (stdin), by relative path: outputs read a finding's line from them.
+    sources: Mapping[str, bytes] | None = None
     projects: tuple[CheckResult, ...] = ()
     # A project whose settings could not be used: its CRL000 finding is its whole result.
     unusable: bool = False
@@ -178,21 +186,19 @@ def _rules_on_file(
 ) -> FileResult:
     """`_run_rules` at the running recursion limit: a RecursionError is the caller's."""
     from corral.gates.analysis.context import FileContext
-    from corral.gates.analysis.names import ModuleNames
-    from corral.gates.source.discovery import module_name_for
-    from corral.gates.source.parsing import parse
+    from corral.gates.analysis.modules import ModuleInfo, parsed_module
 
     if "\r" in guide:
         # Python ends a line at a bare carriage return too; the line filters count newlines only.
         guide = guide.replace("\r\n", "\n").replace("\r", "\n")
     try:
-        module_tree = tree if tree is not None else parse(text, relpath)
-        module, is_package = module_name_for(relpath)
+        # Parsed once per run: a rule following calls into this file from another reuses the parse.
+        parsed = ModuleInfo(relpath, tree) if tree is not None else parsed_module(relpath, text, relpath)
         context = FileContext(
             relpath=relpath,
             text=guide,
-            tree=module_tree,
-            names=ModuleNames(module_tree, module, is_package=is_package),
+            tree=parsed.tree,
+            names=parsed.names,
             config=config,
             is_infra=config.is_infra(relpath),
             is_test=config.is_test(relpath),
@@ -287,12 +293,14 @@ def check_paths(
     if modules is not None:
         modules.forget()
     cache = Cache.open(config) if use_cache else None
+    root = os.path.realpath(config.root)
+    # A path named at or above the root: the run sees every file of the project.
+    whole_project = any(
+        os.path.realpath(path) == root or root.startswith(os.path.join(os.path.realpath(path), ""))
+        for path in paths or ["."]
+    )
     if cache is not None:
-        root = os.path.realpath(config.root)
-        cache.defer_summaries = any(
-            os.path.realpath(path) == root or root.startswith(os.path.join(os.path.realpath(path), ""))
-            for path in paths or ["."]
-        )
+        cache.defer_summaries = whole_project
     found: Iterable[str] = iter_files(paths or ["."]) if files is None else files
     start_after = PARALLEL_THRESHOLD
     if cache is not None and len(cache):
@@ -315,6 +323,13 @@ def check_paths(
         results[relpath] = result
         if cache is not None and key is not None:
             cache.store(relpath, stamp, key, result, hit=hit)
+    if not results:
+        # As ruff: a run that checked nothing is not a failure, but it must not look like a clean one.
+        warn(f"no Python files found under {' '.join(paths or ['.'])}")
+    elif whole_project:
+        # Only a run over the whole project sees every file a glob could match.
+        for key, glob in config.unmatched_globs(results):
+            warn(f"{config.source}: [tool.corral] key '{key}': glob '{glob}' matches no file checked")
     findings = [finding for result in results.values() for finding in result.findings]
     # The whole-project checks are a function of every file's result: when each was served from the cache,
     # their output is the one stored with the same files (and no rule module needs loading).
@@ -338,7 +353,9 @@ def check_paths(
     if cache is not None:
         cache.save()
     findings.extend(project_findings)
-    return CheckResult(config.root, len(outcomes), sorted(findings), results, reports, not_run(config.select))
+    return CheckResult(
+        config.root, len(outcomes), sorted(findings), results, reports, not_run(config.select), config.max_file_size
+    )
 
 
 Outcome = tuple[Stamp | None, str | None, FileResult, bool]
@@ -367,10 +384,28 @@ def _recheck_stale_summaries(outcomes: dict[str, Outcome], config: Config) -> No
             outcomes[path] = (stamp, key, check_source(relpath, data, config), False)
 
 
-def check_files(pairs: Iterable[tuple[str, bytes]], config: Config) -> list[Finding]:
-    """Findings for in-memory files (relative path, content), whole-project checks included; no cache."""
+def check_sources(pairs: Iterable[tuple[str, bytes]], config: Config) -> CheckResult:
+    """In-memory files (relative path, content; an editor's buffer read from stdin), each judged as the file
+    at that path, whole-project checks included, as `check_paths` judges those files named alone; no cache.
+    Content over `max-file-size` is CRL001, as on disk."""
     selected_codes(config.select, _select_key(config))
-    results = {relpath: check_source(relpath, data, config) for relpath, data in pairs}
+    sources = dict(pairs)
+    results = {
+        relpath: check_source(relpath, data, config)
+        if len(data) <= config.max_file_size
+        else FileResult(findings=(uncheckable(relpath, too_large(config.max_file_size)),))
+        for relpath, data in sources.items()
+    }
     findings = [finding for result in results.values() for finding in result.findings]
-    findings.extend(run_project_checks(results, config, {}))
-    return sorted(findings)
+    reports: dict[str, Any] = {}
+    findings.extend(run_project_checks(results, config, reports))
+    return CheckResult(
+        config.root,
+        len(results),
+        sorted(findings),
+        results,
+        reports,
+        not_run(config.select),
+        config.max_file_size,
+        sources,
+    )

@@ -1,4 +1,5 @@
-"""The job frameworks CRL2 knows, one module each, in `FRAMEWORKS`; and `job_kinds`, what a file declares.
+"""The job frameworks CRL2 knows, one module each, in `FRAMEWORKS`; `job_kinds`, what a file declares; and
+`enqueue_of`, which calls enqueue a job (CRL402).
 
 One place answers "what job kinds does this file declare, and what hard timeout provably applies?" for
 the CRL2 rules, the `jobs` report, `corral prove` and `corral fix`. Each framework module holds one
@@ -9,14 +10,18 @@ frameworks claim the same node, the first listed reads it.
 
 from __future__ import annotations
 
+import ast
 import weakref
 from typing import TYPE_CHECKING
 
-from corral.gates.analysis.modules import Dependency, ModuleInfo, ProjectModules, run_memo
+from corral.gates.analysis.modules import ModuleInfo, ProjectModules
+from corral.gates.analysis.names import Scope
+from corral.gates.analysis.project import ProjectFunctions
 from corral.gates.analysis.values import StaticValues
 from corral.gates.frameworks import arq, celery, corral, dramatiq, huey, procrastinate, rq, saq, taskiq
-from corral.gates.frameworks.base import Framework, Function, JobKind
-from corral.gates.frameworks.walk import Dispatch, Finder, may_use_wrappers
+from corral.gates.frameworks.base import CALLED, Framework, Function, JobKind
+from corral.gates.frameworks.walk import Dispatch, Finder, Receivers, declared_kinds, may_use_wrappers
+from corral.gates.knowledge.network_reach import JobEnqueue
 from corral.gates.source.prefilter import Source
 
 if TYPE_CHECKING:
@@ -64,18 +69,29 @@ _BY_CONTEXT: weakref.WeakKeyDictionary[FileContext, list[JobKind]] = weakref.Wea
 
 def call_enqueues(function: Function, module: ModuleInfo, project: ProjectModules) -> bool:
     """Whether calling `function` (of `module`) enqueues a job kind its decorators declare rather than running its
-    body (a Huey task: `Framework.call_enqueues`). Decorators are read as `job_kinds` reads them, wrappers
-    through other project modules excepted. Answered once per run; each file asking depends on what it read."""
-    if not function.decorator_list:
-        return False
-    memo: dict[Function, tuple[bool, dict[str, Dependency]]] = run_memo("call enqueues")
-    known = memo.get(function)
-    if known is None:
-        with project.recording() as read:
-            finder = Finder(StaticValues(module, project), _ENQUEUING, strict=False, follows_wrappers=False)
-            defined_in = module.names.scope_of(function).parent or module.names.root
-            enqueues = any(kind.function is function for kind in finder.declared_by(function, defined_in))
-        known = memo[function] = (enqueues, read)
-    else:
-        project.replay(known[1])
-    return known[0]
+    body (a Huey task: `Framework.call_enqueues`). Answered once per run; each file asking depends on what it read."""
+    return bool(declared_kinds(function, module, project, _ENQUEUING))
+
+
+def enqueue_of(call: ast.Call, scope: Scope, module: ModuleInfo, functions: ProjectFunctions) -> JobEnqueue | None:
+    """The job `call` (in `scope` of `module`) enqueues: a framework's enqueue method on a task, app, queue or
+    broker it can tell (`Framework.enqueued`, asked in `FRAMEWORKS` order), or the call of a project function
+    whose call enqueues it (a Huey task). None for anything else: an unknown receiver is no enqueue."""
+    func = call.func
+    method = func.attr if isinstance(func, ast.Attribute) else CALLED if isinstance(func, ast.Call) else None
+    if method in _ENQUEUE_METHODS:
+        receivers = Receivers(StaticValues(module, functions.project), scope, _DISPATCH)
+        for framework in FRAMEWORKS:
+            if method in framework.enqueue_methods:
+                found = framework.enqueued(call, method, receivers)
+                if found is not None:
+                    return found
+    if isinstance(func, (ast.Name, ast.Attribute)):
+        # A task's call enqueues it whether or not it is a coroutine function awaited here.
+        for callee in functions.callees(call, scope, module, runs_now=False):
+            if call_enqueues(callee.function, callee.module, functions.project):
+                return JobEnqueue(f"{callee.shown}()", call)
+    return None
+
+
+_ENQUEUE_METHODS = frozenset(method for framework in FRAMEWORKS for method in framework.enqueue_methods)

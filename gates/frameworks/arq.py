@@ -25,9 +25,13 @@ from corral.gates.frameworks.base import (
     shown,
     string_keyword,
 )
-from corral.gates.frameworks.walk import Finder
+from corral.gates.frameworks.walk import Finder, Receivers
+from corral.gates.knowledge.network_reach import JobEnqueue
 
 FUNCTIONS = frozenset({"arq.func", "arq.worker.func", "arq.cron", "arq.cron.cron"})
+# A pool's `enqueue_job` writes the job to Redis at once (CRL402); pools come from `create_pool` (awaited).
+POOLS = frozenset({"arq.create_pool", "arq.connections.create_pool", "arq.ArqRedis", "arq.connections.ArqRedis"})
+ENQUEUE_JOB = "enqueue_job"
 # The limit's source when it is the settings class's job_timeout.
 WORKER = "worker settings"
 
@@ -37,6 +41,12 @@ class Arq(Framework):
     words = Words(packages=(b"arq",), always_read=True)
     default_limit = 300.0
     calls = FUNCTIONS
+    enqueue_methods = frozenset({ENQUEUE_JOB})
+
+    def enqueued(self, call: ast.Call, method: str, receivers: Receivers) -> JobEnqueue | None:
+        assert isinstance(call.func, ast.Attribute)
+        made = receivers.made(call.func.value)
+        return JobEnqueue(receivers.shown(call.func), call) if made is not None and made.maker in POOLS else None
 
     def called(self, finder: Finder, call: ast.Call, scope: Scope) -> None:
         self._function(finder, call, call, scope, None)

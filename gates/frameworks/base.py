@@ -18,11 +18,15 @@ from corral.gates.analysis.names import Scope
 from corral.gates.analysis.values import Located, StaticValues, Unresolved
 
 if TYPE_CHECKING:
-    from corral.gates.frameworks.walk import Finder, Made
+    from corral.gates.frameworks.walk import Finder, Made, Receivers
+    from corral.gates.knowledge.network_reach import JobEnqueue
 
 # The code of a failing kind whose framework has no code of its own, and of a limit the gate cannot read.
 OTHER, UNRESOLVED = "CRL203", "CRL204"
 OTHER_SUMMARY = "a job kind whose framework limit is turned off, absent, or not explicit under strict mode"
+
+# The method `Framework.enqueued` is asked about for a call of a call (`group(...)()`): calling the receiver.
+CALLED = "()"
 
 # Where a kind's limit comes from (the `source` of the jobs report), for the sources several frameworks share.
 DECORATOR, DEFAULT, BODY = "decorator", "framework default", "asyncio timeout in body"
@@ -84,6 +88,15 @@ class Decoration(NamedTuple):
     factories: tuple[Located, ...] = ()
 
 
+class EnqueuePlant(NamedTuple):
+    """What `corral prove` writes to plant a CRL402 with a framework: the import binding its task decorator to
+    `{name}`, the decorator's arguments (a limit, so CRL2 stays quiet) and the method that enqueues the task."""
+
+    imports: str
+    arguments: str
+    method: str
+
+
 class Framework:
     """One job framework CRL2 knows. Subclasses set the class attributes and override the hooks that
     recognise its declarations; every hook reports kinds through `finder.add` / `finder.fail`."""
@@ -111,6 +124,11 @@ class Framework:
     # Whether calling a kind's function enqueues the job rather than running its body (Huey): the network rules
     # then do not follow the call. A framework whose decorated function still runs when called leaves it False.
     call_enqueues: ClassVar[bool] = False
+    # The methods whose call may enqueue a job of this framework (`send_receipt.delay()`, `queue.enqueue(fn)`;
+    # `CALLED` for a call of what a call returns): `enqueued` is asked only about these (CRL402).
+    enqueue_methods: ClassVar[frozenset[str]] = frozenset()
+    # What `corral prove` plants for CRL402 with this framework (None: it plants none with it).
+    enqueue_plant: ClassVar[EnqueuePlant | None] = None
     # Rule examples (see `corral.gates.rules.base.Rule`), joined into the CRL2 rule's own.
     VALID: ClassVar[tuple[str, ...]] = ()
     INVALID: ClassVar[tuple[str, ...]] = ()
@@ -131,6 +149,11 @@ class Framework:
 
     def method_called(self, finder: Finder, call: ast.Call, scope: Scope, made: Made) -> None:
         """A call of a method `owns_call` claims."""
+
+    def enqueued(self, call: ast.Call, method: str, receivers: Receivers) -> JobEnqueue | None:
+        """The job `call` enqueues when it is `<receiver>.<method>(...)` (`method` one of `enqueue_methods`) on a
+        task, app, queue or broker of this framework that `receivers` can tell; None otherwise (no guessing)."""
+        return None
 
     def mapping(self, finder: Finder, node: ast.Dict, scope: Scope) -> None:
         """Every dict literal of the module (settings given as a dict)."""

@@ -15,10 +15,12 @@ from typing import NamedTuple
 from corral.gates.analysis.names import Scope
 from corral.gates.analysis.values import Located, StaticValues, Unresolved, assigned_in_body
 from corral.gates.frameworks.base import (
+    CALLED,
     DECORATOR,
     UNRESOLVED,
     UNSET,
     Decoration,
+    EnqueuePlant,
     Framework,
     Function,
     Limit,
@@ -27,7 +29,8 @@ from corral.gates.frameworks.base import (
     keyword,
     string_keyword,
 )
-from corral.gates.frameworks.walk import Finder, Made, local_names_of, returned_call
+from corral.gates.frameworks.walk import Finder, Made, Receivers, local_names_of, returned_call
+from corral.gates.knowledge.network_reach import JobEnqueue
 
 # The settings read, and their names before Celery 4 (the names a configuration object may still use).
 TASK_TIME_LIMIT, ANNOTATIONS_SETTING, TIME_LIMIT = "task_time_limit", "task_annotations", "time_limit"
@@ -37,6 +40,20 @@ _CLASSES_AT_MOST = 16
 APPS = frozenset({"celery.Celery", "celery.app.Celery", "celery.app.base.Celery"})
 SHARED = frozenset({"celery.shared_task", "celery.app.shared_task", "celery.current_app.task"})
 TASK_CLASSES = frozenset({"celery.Task", "celery.app.task.Task", "celery.task.Task"})
+# What enqueues a task (CRL402): its methods, each with the form Celery 5.4 added that waits for Django's commit
+# (celery/contrib/django/task.py, DjangoTask: `delay_on_commit`, `apply_async_on_commit`); an app's `send_task`;
+# and the canvas: a signature of a task (`task.s(...)`, `.si(...)`, `.signature(...)`) or one of Celery's
+# canvas calls, applied with `delay()` / `apply_async()`. Calling a group, chain or chord applies it too
+# (`Signature.__call__` runs the task here, so a plain signature's call is not an enqueue).
+TASK_ENQUEUES = {"delay": "delay_on_commit", "apply_async": "apply_async_on_commit"}
+SEND_TASK = "send_task"
+SIGNATURE_METHODS = frozenset({"s", "si", "signature"})
+_CANVAS_MODULES = ("celery", "celery.canvas")
+APPLIED_WHEN_CALLED = frozenset(
+    f"{module}.{name}" for module in _CANVAS_MODULES for name in ("group", "chain", "chord")
+)
+CANVAS = APPLIED_WHEN_CALLED | frozenset(f"{module}.signature" for module in _CANVAS_MODULES)
+CURRENT_APP = frozenset({"celery.current_app"})
 # Where a task's limit comes from when not from its decorator.
 BASE_CLASS, APP_CONFIG, ANNOTATIONS = "base class", "app config", "task annotations"
 
@@ -53,6 +70,8 @@ class Celery(Framework):
     no_limit_arguments = "(time_limit=0)"
     fix_keyword = "time_limit"
     decorators = SHARED
+    enqueue_methods = frozenset({*TASK_ENQUEUES, SEND_TASK, CALLED})
+    enqueue_plant = EnqueuePlant("from celery import shared_task as {name}", "(time_limit=1)", "delay")
 
     VALID = (
         """
@@ -77,6 +96,33 @@ class Celery(Framework):
 
     def owns_call(self, made: str, attribute: str) -> bool:
         return made in APPS and attribute == "register_task"
+
+    def enqueued(self, call: ast.Call, method: str, receivers: Receivers) -> JobEnqueue | None:
+        func = call.func
+        if method == CALLED:
+            assert isinstance(func, ast.Call)
+            applied = receivers.dotted(func.func) in APPLIED_WHEN_CALLED
+            return JobEnqueue(f"{receivers.shown(func)}()", call) if applied else None
+        assert isinstance(func, ast.Attribute)
+        receiver, shown = func.value, receivers.shown(func)
+        if method == SEND_TASK:
+            made = receivers.made(receiver)
+            known = receivers.dotted(receiver) in CURRENT_APP or (made is not None and made.maker in APPS)
+            return JobEnqueue(shown, call) if known else None
+        task = receivers.task_method(call, self, on_commit=TASK_ENQUEUES[method])
+        if task is not None:
+            return task
+        value = receivers.value(receiver)
+        if not isinstance(value, ast.Call):
+            return None
+        signed = value.func
+        if receivers.dotted(signed) in CANVAS or (
+            isinstance(signed, ast.Attribute)
+            and signed.attr in SIGNATURE_METHODS
+            and receivers.declares(receivers.value(signed.value), self)
+        ):
+            return JobEnqueue(shown, call)
+        return None
 
     def decorated(self, finder: Finder, site: Decoration) -> None:
         decorator, call, function, scope = site.node, site.call, site.function, site.scope

@@ -2,6 +2,10 @@
 the `Queue(..., timeout=...)` the kind inherits, as `corral.runtime` itself decides. A zero, negative or
 infinite timeout is no limit; `None` (or none given) on the job means the queue's.
 
+A `Runtime`'s `enqueue(...)` / `publish(...)` stores the job (or the event) at once on the runtime's own store
+connection (CRL402 inside a transaction), unless it is given `conn=`: then it is written in the caller's
+transaction (the outbox) and exists only if that commits.
+
 The gate may not import the runtime (only its budget arithmetic), so the runtime's names and keywords are
 written here and tests/gates/test_runtime_api_pins.py pins each of them to `corral.runtime`.
 """
@@ -22,13 +26,19 @@ from corral.gates.frameworks.base import (
     keyword,
     string_argument,
 )
-from corral.gates.frameworks.walk import Finder
+from corral.gates.frameworks.walk import Finder, Receivers
+from corral.gates.knowledge.network_reach import JobEnqueue
 
 # Where `Queue` is defined and re-exported, the methods that declare a job kind on one, and the keyword both
 # the queue and the job kind take their timeout by (a kind without its own inherits the queue's).
 QUEUE_CLASSES = frozenset({"corral.runtime.Queue", "corral.runtime.declarations.Queue"})
 JOB_METHODS = ("job", "periodic")
 TIMEOUT = "timeout"
+# Where `Runtime` is defined and re-exported, its methods that store a job or an event, and the keyword that
+# writes it in the caller's transaction instead.
+RUNTIME_CLASSES = frozenset({"corral.runtime.Runtime", "corral.runtime.runtime.Runtime"})
+ENQUEUE_METHODS = ("enqueue", "publish")
+IN_TRANSACTION = "conn"
 # The limit's source when the kind inherits it.
 QUEUE = "queue"
 
@@ -40,6 +50,7 @@ class Corral(Framework):
     words = Words(packages=(b"corral",), declaring=(b"job", b"periodic"), methods=JOB_METHODS)
     no_limit_arguments = '("corral-prove.no-timeout", timeout=0)'
     fix_keyword = TIMEOUT
+    enqueue_methods = frozenset(ENQUEUE_METHODS)
 
     VALID = (
         """
@@ -64,6 +75,17 @@ class Corral(Framework):
         async def corpus_index(ctx, note_id): ...
         """,
     )
+
+    def enqueued(self, call: ast.Call, method: str, receivers: Receivers) -> JobEnqueue | None:
+        assert isinstance(call.func, ast.Attribute)
+        made = receivers.made(call.func.value)
+        if made is None or made.maker not in RUNTIME_CLASSES:
+            return None
+        given = keyword(call, IN_TRANSACTION)
+        if given is not None and not (isinstance(given.value, ast.Constant) and given.value.value is None):
+            return None  # the outbox: written in the caller's transaction
+        shown = receivers.shown(call.func)
+        return JobEnqueue(shown, call, in_transaction=f"{shown}(..., {IN_TRANSACTION}=...)")
 
     def owns_method(self, made: str, attribute: str) -> bool:
         return made in QUEUE_CLASSES and attribute in JOB_METHODS

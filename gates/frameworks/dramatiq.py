@@ -28,7 +28,8 @@ from corral.gates.frameworks.base import (
     shown,
     string_keyword,
 )
-from corral.gates.frameworks.walk import Finder
+from corral.gates.frameworks.walk import Finder, Receivers
+from corral.gates.knowledge.network_reach import JobEnqueue
 
 GENERIC_ACTORS = frozenset({"dramatiq.GenericActor", "dramatiq.generic.GenericActor"})
 INFINITY = frozenset({"math.inf"})
@@ -45,6 +46,8 @@ class Dramatiq(Framework):
     default_limit = 600.0
     no_limit_arguments = '(time_limit=float("inf"))'
     decorators = frozenset({"dramatiq.actor", "dramatiq.actor.actor"})
+    # An actor's `send` / `send_with_options` put a message on the broker at once (dramatiq/actor.py).
+    enqueue_methods = frozenset({"send", "send_with_options"})
 
     VALID = (
         """
@@ -62,6 +65,9 @@ class Dramatiq(Framework):
             def perform(self, url): ...
         """,
     )
+
+    def enqueued(self, call: ast.Call, method: str, receivers: Receivers) -> JobEnqueue | None:
+        return receivers.task_method(call, self)
 
     def decorated(self, finder: Finder, site: Decoration) -> None:
         call = site.call

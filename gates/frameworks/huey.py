@@ -2,13 +2,17 @@
 `huey.contrib.djhuey`.
 
 Huey has no hard timeout: the body must run inside `asyncio.timeout(N)` / `asyncio.wait_for(..., N)`.
-Calling a task enqueues it, so CRL401 and CRL210 do not follow such a call into the body.
+Calling a task enqueues it, so CRL401 and CRL210 do not follow such a call into the body; CRL402 reports the
+call inside a transaction, and a task's `schedule(...)` (which enqueues it with a delay).
 """
 
 from __future__ import annotations
 
+import ast
+
 from corral.gates.frameworks.base import Decoration, Framework, Words
-from corral.gates.frameworks.walk import Finder
+from corral.gates.frameworks.walk import Finder, Receivers
+from corral.gates.knowledge.network_reach import JobEnqueue
 
 METHODS = ("task", "periodic_task", "db_task", "db_periodic_task")
 
@@ -21,6 +25,10 @@ class Huey(Framework):
     call_enqueues = True
     words = Words(packages=(b"huey",), declaring=(b"task",), methods=METHODS)
     decorators = frozenset(f"huey.contrib.djhuey.{method}" for method in METHODS)
+    enqueue_methods = frozenset({"schedule"})
+
+    def enqueued(self, call: ast.Call, method: str, receivers: Receivers) -> JobEnqueue | None:
+        return receivers.task_method(call, self)
 
     def owns_method(self, made: str, attribute: str) -> bool:
         return made.split(".")[0] == "huey" and attribute in METHODS

@@ -29,7 +29,8 @@ from corral.gates.frameworks.base import (
     string_argument,
     string_keyword,
 )
-from corral.gates.frameworks.walk import Finder, Made
+from corral.gates.frameworks.walk import Finder, Made, Receivers
+from corral.gates.knowledge.network_reach import JobEnqueue
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", re.IGNORECASE)
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -43,6 +44,11 @@ SETTING, SETTING_KEY = "RQ_QUEUES", "DEFAULT_TIMEOUT"
 # function among its arguments (rq/queue.py: `enqueue_in(time_delta, func, ...)`, `enqueue_at(datetime, f, ...)`).
 ENQUEUES = {"enqueue": ("job_timeout", 0), "enqueue_call": ("timeout", 0), "enqueue_in": ("job_timeout", 1)}
 ENQUEUES["enqueue_at"] = ENQUEUES["enqueue_in"]
+# What else enqueues a job (CRL402): a `@job` function's `delay` (rq/decorators.py), a queue's `enqueue_many`,
+# and django-rq's module-level `enqueue(fn, ...)` (django_rq/queues.py: `get_queue().enqueue`).
+DELAY = "delay"
+ENQUEUE_MANY = "enqueue_many"
+DJANGO_ENQUEUE = frozenset({"django_rq.enqueue", "django_rq.queues.enqueue"})
 # Where an enqueued job's limit comes from.
 ENQUEUED, QUEUE = "enqueue", "queue default_timeout"
 
@@ -57,6 +63,7 @@ class Rq(Framework):
     default_limit = 180.0
     no_limit_arguments = '("default", timeout=-1)'
     decorators = frozenset({"rq.decorators.job"}) | DJANGO_JOBS
+    enqueue_methods = frozenset({*ENQUEUES, ENQUEUE_MANY, DELAY})
 
     INVALID = (
         """
@@ -94,6 +101,18 @@ class Rq(Framework):
                 self._found(finder, site.node, site.function, found, QUEUE, site.function.name, named, where)
                 return
         finder.default_or_explicit(self, site.node, site.function, found, label="timeout", queue=queue)
+
+    def enqueued(self, call: ast.Call, method: str, receivers: Receivers) -> JobEnqueue | None:
+        func = call.func
+        assert isinstance(func, ast.Attribute)
+        if method == DELAY:
+            return receivers.task_method(call, self)
+        if receivers.dotted(func) in DJANGO_ENQUEUE:
+            known = True
+        else:
+            made = receivers.made(func.value)
+            known = made is not None and (made.maker in QUEUES or made.maker in DJANGO_QUEUES)
+        return JobEnqueue(receivers.shown(func), call) if known else None
 
     def owns_call(self, made: str, attribute: str) -> bool:
         return (made in QUEUES or made in DJANGO_QUEUES) and attribute in ENQUEUES

@@ -18,12 +18,30 @@ from corral.gates.frameworks.base import (
     keyword,
     string_argument,
 )
-from corral.gates.frameworks.walk import Finder
+from corral.gates.frameworks.walk import Finder, Receivers
+from corral.gates.knowledge.network_reach import JobEnqueue
+
+# A task's `kiq(...)` sends it to the broker at once (CRL402), also through its kicker: `task.kicker()` and the
+# `with_*` calls chained on it (taskiq/kicker.py) configure the message, `kiq` sends it.
+KIQ, KICKER = "kiq", "kicker"
 
 
 class Taskiq(Framework):
     name = "taskiq"
     words = Words(packages=(b"taskiq",), declaring=(b"task",), methods=("task",))
+    enqueue_methods = frozenset({KIQ})
+
+    def enqueued(self, call: ast.Call, method: str, receivers: Receivers) -> JobEnqueue | None:
+        assert isinstance(call.func, ast.Attribute)
+        receiver = receivers.value(call.func.value)
+        while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute):
+            configured = receiver.func
+            receiver = receivers.value(configured.value)
+            if configured.attr == KICKER:
+                break
+            if not configured.attr.startswith("with_"):
+                return None
+        return JobEnqueue(receivers.shown(call.func), call) if receivers.declares(receiver, self) else None
 
     def owns_method(self, made: str, attribute: str) -> bool:
         # Brokers come from taskiq itself and from its plugin packages (taskiq_redis, taskiq_aio_pika...), and

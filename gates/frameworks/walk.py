@@ -17,7 +17,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import NamedTuple, TypeVar, cast
 
-from corral.gates.analysis.names import Scope, is_type_checking_test
+from corral.gates.analysis.modules import Dependency, ModuleInfo, ProjectModules, run_memo
+from corral.gates.analysis.names import LOCAL, Scope, is_type_checking_test
 from corral.gates.analysis.values import Located, StaticValues, Unresolved
 from corral.gates.frameworks.base import (
     BODY,
@@ -33,6 +34,7 @@ from corral.gates.frameworks.base import (
     keyword,
     shown,
 )
+from corral.gates.knowledge.network_reach import JobEnqueue
 from corral.gates.source.prefilter import Source
 
 PARTIALS = frozenset({"functools.partial"})
@@ -514,6 +516,103 @@ class Finder:
                 if delay is not None:
                     return self.limit(delay, scope, "timeout")
         return UNSET
+
+
+def declared_kinds(
+    function: Function, module: ModuleInfo, project: ProjectModules, dispatch: Dispatch
+) -> list[JobKind]:
+    """The kinds the decorators of `function` (of `module`) declare under `dispatch`'s frameworks, read as `Finder`
+    reads them (wrappers through other project modules excepted). Answered once per run and dispatch; each
+    file asking depends on what the reading read."""
+    if not function.decorator_list:
+        return []
+    memo: dict[Function, tuple[list[JobKind], dict[str, Dependency]]] = run_memo(f"declared kinds {id(dispatch)}")
+    known = memo.get(function)
+    if known is None:
+        with project.recording() as read:
+            finder = Finder(StaticValues(module, project), dispatch, strict=False, follows_wrappers=False)
+            defined_in = module.names.scope_of(function).parent or module.names.root
+            kinds = [kind for kind in finder.declared_by(function, defined_in) if kind.function is function]
+        known = memo[function] = (kinds, read)
+    else:
+        project.replay(known[1])
+    return known[0]
+
+
+class Receivers:
+    """What the receiver of a call in `scope` of a module is, as the frameworks' `enqueued` asks: the job kinds
+    a function it names declares, the framework call that made the object it names (through a local name
+    assigned once, `await` and project factories), and how messages show it."""
+
+    def __init__(self, values: StaticValues, scope: Scope, dispatch: Dispatch) -> None:
+        self.values = values
+        self.scope = scope
+        self.dispatch = dispatch
+
+    def value(self, node: ast.expr) -> ast.expr:
+        """`node` with local names assigned once (`sig = task.s(1)`) replaced by their value, `await` unwrapped."""
+        for _ in range(_FOLLOW_AT_MOST):
+            if isinstance(node, ast.Await):
+                node = node.value
+                continue
+            if not isinstance(node, ast.Name):
+                return node
+            binder = self.scope.binder(node.id)
+            if binder is None or binder.parent is None or binder.bindings.get(node.id) != LOCAL:
+                return node
+            sites = binder.sites_of(node.id)
+            site = sites[0] if len(sites) == 1 else None
+            if isinstance(site, ast.Assign) and len(site.targets) == 1 and isinstance(site.targets[0], ast.Name):
+                node = site.value
+            elif isinstance(site, ast.AnnAssign) and site.value is not None:
+                node = site.value  # the pre-pass binds a name from a `Name` target only
+            else:
+                return node
+        return node
+
+    def dotted(self, node: ast.expr) -> str | None:
+        return self.values.dotted(node, self.scope)
+
+    def declaring(self, node: ast.expr, framework: Framework) -> tuple[list[JobKind], Receivers]:
+        """The job kinds of `framework` the decorators of the function `node` names declare (empty when it names
+        none), and the receivers of the scope its decorators are evaluated in (to read them further)."""
+        located = self.values.definition(node, self.scope) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if not isinstance(located, Located) or not isinstance(located.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return [], self
+        values, names = located.values, located.values.module.names
+        kinds = declared_kinds(located.node, values.module, values.project, self.dispatch)
+        defined_in = names.scope_of(located.node).parent or names.root
+        mine = [kind for kind in kinds if kind.framework == framework.name]
+        return mine, Receivers(values, defined_in, self.dispatch)
+
+    def declares(self, node: ast.expr, framework: Framework) -> bool:
+        """Whether the function `node` names declares a job kind of `framework`."""
+        return bool(self.declaring(node, framework)[0])
+
+    def task_method(self, call: ast.Call, framework: Framework, on_commit: str | None = None) -> JobEnqueue | None:
+        """`call` as an enqueue when it calls a method (`send_receipt.delay`) of a function that declares a job kind
+        of `framework`; `on_commit` is the method that waits for the commit instead, if the framework has one."""
+        func = call.func
+        if not isinstance(func, ast.Attribute) or not self.declares(func.value, framework):
+            return None
+        deferred = f"{self.shown(func.value)}.{on_commit}" if on_commit is not None else None
+        return JobEnqueue(self.shown(func), call, on_commit=deferred)
+
+    def made(self, node: ast.expr) -> Made | None:
+        """The framework call that made the object `node` names, as `Finder.made` finds it."""
+        finder = Finder(self.values, self.dispatch, strict=False, follows_wrappers=False)
+        return finder.made(self.value(node), self.scope)
+
+    @staticmethod
+    def shown(node: ast.expr) -> str:
+        """An expression as messages show it, with the arguments of its calls left out: `send.s(...).delay`."""
+        if isinstance(node, ast.Call):
+            return f"{Receivers.shown(node.func)}({'...' if node.args or node.keywords else ''})"
+        if isinstance(node, ast.Attribute):
+            return f"{Receivers.shown(node.value)}.{node.attr}"
+        if isinstance(node, ast.Await):
+            return f"(await {Receivers.shown(node.value)})"
+        return ast.unparse(node)
 
 
 def maker_of(call: ast.Call, values: StaticValues) -> str | None:

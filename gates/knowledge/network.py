@@ -360,11 +360,16 @@ class NetworkCalls:
         """`get = functools.partial(requests.get, timeout=5)` then `get(url)`: the API's call, its timeout
         the call's own (which wins), else the one the partial gives. Only for a name bound once, to that."""
         binder = scope.binder(name)
-        if binder is None or len(binder.sites_of(name)) != 1:
+        sites = binder.sites_of(name) if binder is not None else []
+        # Read the one binding site itself: indexing every call the module binds (`calls_bound`) for each
+        # plain-name call a rule classifies cost a walk of every module the call following reaches.
+        site = sites[0] if len(sites) == 1 else None
+        if binder is None or not isinstance(site, ast.Assign) or not isinstance(site.value, ast.Call):
             return None
-        bound = self.calls_bound.get(binder, {}).get(name, [])
-        partial = bound[0] if len(bound) == 1 else None
-        if partial is None or not partial.args or self.names.resolve(partial.func, binder) not in PARTIALS:
+        if not any(isinstance(target, ast.Name) and target.id == name for target in site.targets):
+            return None  # `get, post = partial(...)` unpacks what the call returns
+        partial = site.value
+        if not partial.args or self.names.resolve(partial.func, binder) not in PARTIALS:
             return None
         wrapped = self.names.resolve(partial.args[0], binder)
         api = CALLS.get(wrapped) if wrapped is not None else None

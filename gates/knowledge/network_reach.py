@@ -10,6 +10,10 @@ pass in, since the frameworks sit above this layer). The answer is every network
 order, each with the calls that lead to it (and where they stand, so a rule can read the arguments they
 pass); `of(callee)` is the first of them, as a chain to show. Both CRL401 (any network call inside a
 transaction) and CRL210 (each network call's timeout inside a job) read this one walk.
+
+The same walk collects the jobs the body enqueues (`enqueued(callee)`, for CRL402): the calls the rules'
+`enqueue_of` recognises (the frameworks know them: `send_receipt.delay()`, `queue.enqueue(fn)`, a Huey
+task's call), each as a `JobEnqueue`, the first one as a chain.
 """
 
 from __future__ import annotations
@@ -31,6 +35,23 @@ if TYPE_CHECKING:
 
 # Whether calling a project function (of a module) enqueues a job rather than running the body.
 Enqueues = Callable[[Function, ModuleInfo, ProjectModules], bool]
+
+
+class JobEnqueue(NamedTuple):
+    """A call that hands a job to a queue, as a framework recognises it: the API as messages show it
+    (`send_receipt.delay`), the call, the framework's own way to enqueue on commit (`send_receipt.delay_on_commit`,
+    Django only) or inside the transaction (`enqueue(..., conn=...)`), and whether the job is written through
+    Django's own connection (so inside a Django transaction it is part of that transaction)."""
+
+    api: str
+    call: ast.Call
+    on_commit: str | None = None
+    in_transaction: str | None = None
+    through_django: bool = False
+
+
+# The job a call (in a scope of a module) enqueues, as the frameworks recognise it, or None.
+EnqueueOf = Callable[[ast.Call, Scope, ModuleInfo, ProjectFunctions], JobEnqueue | None]
 
 # The uses kept per function: the first ones in source order. What a chain of helpers calling helpers can
 # reach grows with every path through them; past this many, the later ones are not followed.
@@ -63,6 +84,19 @@ class Hop(NamedTuple):
     callee: Callee
 
 
+class JobUse(NamedTuple):
+    """One job a function enqueues when it runs: the calls on the way inside that function, the enqueue,
+    and the module it stands in."""
+
+    path: tuple[Hop, ...]
+    enqueue: JobEnqueue
+    module: ModuleInfo
+
+    def reached(self, callee: Callee) -> Reached:
+        hops = (callee.shown, *(hop.callee.shown for hop in self.path))
+        return Reached(hops, self.enqueue.api, self.module.relpath, self.enqueue.call.lineno)
+
+
 class NetworkUse(NamedTuple):
     """One network call a function makes when it runs: the calls on the way inside that function (outermost
     first; empty when the function makes it itself), the call, and the scope and module it stands in."""
@@ -83,30 +117,32 @@ class NetworkReach:
     this process, whichever file reaches it first: its answer, and the files the walk read, serve every
     file that reaches it after."""
 
-    def __init__(self, functions: ProjectFunctions, enqueues: Enqueues, configured: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, functions: ProjectFunctions, enqueues: Enqueues, enqueue_of: EnqueueOf, configured: tuple[str, ...] = ()
+    ) -> None:
         self.functions = functions
         self.enqueues = enqueues
+        self.enqueue_of = enqueue_of
         # The `extend-network` APIs; the memos are kept per setting (one process may check with several).
         self.configured = configured
         setting = f" {configured}" if configured else ""
         # Each function's uses and the files its walk read, for every file of the run in this process.
-        self._known: dict[Function, tuple[list[NetworkUse], dict[str, Dependency]]] = run_memo(
-            f"network reach{setting}"
-        )
+        self._known: dict[Function, tuple[_Uses, dict[str, Dependency]]] = run_memo(f"network reach{setting}")
         # A function walked while a cycle through it was open: what it reaches short of the functions cut,
         # which stays exact while they are still being walked (and saves walking it again per path).
-        self._partial: dict[Function, tuple[list[NetworkUse], frozenset[Function]]] = {}
+        self._partial: dict[Function, tuple[_Uses, frozenset[Function]]] = {}
         self._walking: set[Function] = set()
         self._networks: dict[ModuleInfo, NetworkCalls] = run_memo(f"network calls{setting}")
 
     @classmethod
-    def of_file(cls, context: FileContext, enqueues: Enqueues) -> NetworkReach:
+    def of_file(cls, context: FileContext, enqueues: Enqueues, enqueue_of: EnqueueOf) -> NetworkReach:
         """The walk seen from a checked file, one per file: its rules share what the other walked. `enqueues`
-        says which project functions a call enqueues as a job instead of running (the frameworks know)."""
+        says which project functions a call enqueues as a job instead of running, `enqueue_of` which calls
+        enqueue a job (the frameworks know)."""
         known = _BY_CONTEXT.get(context)
         if known is None:
             functions = ProjectFunctions(StaticValues.of(context).project)
-            known = _BY_CONTEXT[context] = cls(functions, enqueues, context.config.extend_network)
+            known = _BY_CONTEXT[context] = cls(functions, enqueues, enqueue_of, context.config.extend_network)
         return known
 
     def runs(self, call: ast.Call, scope: Scope, module: ModuleInfo) -> list[Callee]:
@@ -126,7 +162,11 @@ class NetworkReach:
 
     def uses(self, callee: Callee) -> list[NetworkUse]:
         """Every network call `callee` makes when it runs, in source order (at most `MAX_USES`)."""
-        return self.walk(callee)[0]
+        return self.walk(callee)[0].network
+
+    def enqueued(self, callee: Callee) -> list[JobUse]:
+        """Every job `callee` enqueues when it runs, in source order (at most `MAX_USES`)."""
+        return self.walk(callee)[0].jobs
 
     def network(self, module: ModuleInfo) -> NetworkCalls:
         known = self._networks.get(module)
@@ -134,7 +174,7 @@ class NetworkReach:
             known = self._networks[module] = NetworkCalls(module.tree, module.names, self.configured)
         return known
 
-    def walk(self, callee: Callee) -> tuple[list[NetworkUse], set[Function]]:
+    def walk(self, callee: Callee) -> tuple[_Uses, set[Function]]:
         """What `callee` reaches, and the functions whose walk was cut short because they were being walked
         already (a cycle): an answer that depended on a cut is kept only once the cycle's head is done."""
         function = callee.function
@@ -146,7 +186,7 @@ class NetworkReach:
             project.replay(read)
             return uses, set()
         if function in self._walking:
-            return [], {function}
+            return _Uses([], []), {function}
         partial = self._partial.get(function)
         if partial is not None and partial[1] <= self._walking:
             return partial[0], set(partial[1])
@@ -169,23 +209,30 @@ class NetworkReach:
 _BY_CONTEXT: weakref.WeakKeyDictionary[FileContext, NetworkReach] = weakref.WeakKeyDictionary()
 
 
+class _Uses(NamedTuple):
+    """What a function's walk found: its network calls and the jobs it enqueues."""
+
+    network: list[NetworkUse]
+    jobs: list[JobUse]
+
+
 class _Body(ScopedVisitor):
-    """One function body as it runs when called, collecting the network calls it reaches."""
+    """One function body as it runs when called, collecting the network calls and enqueues it reaches."""
 
     def __init__(self, reach: NetworkReach, module: ModuleInfo) -> None:
         super().__init__(module.names)
         self.reach = reach
         self.module = module
         self.network = reach.network(module)
-        self.uses: list[NetworkUse] = []
+        self.uses = _Uses([], [])
         self.cut: set[Function] = set()
 
-    def collect(self, function: Function) -> list[NetworkUse]:
+    def collect(self, function: Function) -> _Uses:
         self._visit_in_scope(self.names.scope_of(function), function.body)
         return self.uses
 
     def visit(self, node: ast.AST) -> None:
-        if len(self.uses) < MAX_USES:
+        if len(self.uses.network) < MAX_USES or len(self.uses.jobs) < MAX_USES:
             super().visit(node)
 
     # Defined here, run later (or never): not part of this call.
@@ -199,14 +246,20 @@ class _Body(ScopedVisitor):
         return
 
     def visit_Call(self, node: ast.Call) -> None:
-        network = self.network.classify(node, self.scope)
-        if network is not None:
-            self.uses.append(NetworkUse((), network, self.scope, self.module))
+        network, jobs = self.uses
+        # An enqueue is the job's, not a network call (a broker client named in extend-network, say).
+        enqueue = self.reach.enqueue_of(node, self.scope, self.module, self.reach.functions)
+        found = self.network.classify(node, self.scope) if enqueue is None else None
+        if enqueue is not None:
+            jobs.append(JobUse((), enqueue, self.module))
+        elif found is not None:
+            network.append(NetworkUse((), found, self.scope, self.module))
         else:
             for callee in self.reach.runs(node, self.scope, self.module):
                 uses, cut = self.reach.walk(callee)
                 self.cut |= cut
                 hop = Hop(node, self.scope, self.module, callee)
-                self.uses.extend(use._replace(path=(hop, *use.path)) for use in uses[: MAX_USES - len(self.uses)])
+                network.extend(use._replace(path=(hop, *use.path)) for use in uses.network[: MAX_USES - len(network)])
+                jobs.extend(use._replace(path=(hop, *use.path)) for use in uses.jobs[: MAX_USES - len(jobs)])
         # The arguments run too (`requests.post(url, data=payload())`).
         self.generic_visit(node)

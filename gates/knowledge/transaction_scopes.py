@@ -585,7 +585,7 @@ def _aliases(words: frozenset[str]) -> re.Pattern[bytes]:
 
 def _definitions(tree: ast.Module) -> Iterator[ast.AST]:
     """The functions and the classes with `__enter__`/`__aenter__` of a module, at any depth."""
-    for node in ast.walk(tree):
+    for node in _every_statement(tree.body):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or (
             isinstance(node, ast.ClassDef)
             and any(
@@ -594,6 +594,26 @@ def _definitions(tree: ast.Module) -> Iterator[ast.AST]:
             )
         ):
             yield node
+
+
+def _every_statement(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement of `body` at any depth, nested definitions' bodies included. Definitions are only
+    ever statements, so the walk skips expressions: a tenth of the nodes `ast.walk` visits."""
+    pending: list[ast.stmt] = list(reversed(body))
+    while pending:
+        statement = pending.pop()
+        yield statement
+        nested: list[ast.stmt] = []
+        for field in _STATEMENT_FIELDS:
+            nested.extend(getattr(statement, field, ()))
+        for handler in getattr(statement, "handlers", ()):
+            nested.extend(handler.body)
+        for case in getattr(statement, "cases", ()):
+            nested.extend(case.body)
+        pending.extend(reversed(nested))
+
+
+_STATEMENT_FIELDS = ("body", "orelse", "finalbody")
 
 
 def _may_wrap(node: ast.AST, names: ModuleNames, words: set[str]) -> bool:

@@ -1,12 +1,17 @@
-"""`--format markdown`: a job summary (for `$GITHUB_STEP_SUMMARY`), rendered from `templates/summary.md.j2`."""
+"""`--format markdown`: a job summary (for `$GITHUB_STEP_SUMMARY`), rendered from `templates/summary.md.j2`:
+the rules that fired and every finding, the full rule table folded away in a `<details>`. On GitHub Actions
+(`GITHUB_SERVER_URL`, `GITHUB_REPOSITORY` and `GITHUB_SHA` set) each location links to its line at the
+commit checked."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
+from collections.abc import Mapping
 
 from corral.gates.engine.run import CheckResult
-from corral.gates.outputs.shared import code_table, located, repository_top
+from corral.gates.outputs.shared import Located, code_table, located, repository_top
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 
@@ -17,8 +22,24 @@ def _markdown_text(value: object) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
+def _line_link(place: Located, environ: Mapping[str, str]) -> str | None:
+    """The finding's URL at the commit checked, when the environment names the server, repository and commit
+    and its file lies in the work tree; None otherwise (a link to a guessed path would point at the wrong
+    file)."""
+    from urllib.parse import quote
+
+    server, repository, commit = (
+        environ.get(name, "") for name in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_SHA")
+    )
+    if not (server and repository and commit) or place.in_repository is None:
+        return None
+    base = f"{quote(server.rstrip('/'), safe=':/')}/{quote(repository)}/blob/{quote(commit)}"
+    return f"{base}/{quote(place.in_repository)}#L{place.finding.line}"
+
+
 def render_markdown(result: CheckResult) -> str:
-    """A table of findings per code (every code of the table, found or not), then every finding."""
+    """The headline, the rules that fired with their counts, every finding (each linked to its line on
+    GitHub Actions), then every rule of the table in a folded `<details>`."""
     import jinja2
 
     environment = jinja2.Environment(
@@ -32,11 +53,15 @@ def render_markdown(result: CheckResult) -> str:
     environment.filters["md"] = _markdown_text
     counts = Counter(f.code for f in result.findings)
     # Each finding where the repository has its file, as code scanning and annotations name it.
-    findings = [place.finding._replace(path=place.for_ci) for place in located(result, repository_top(result))]
+    places = located(result, repository_top(result))
+    findings = [
+        {**place.finding.as_dict(), "path": place.for_ci, "url": _line_link(place, os.environ)} for place in places
+    ]
     rules = [{"code": code, "summary": summary, "count": counts[code]} for code, summary in code_table(result).items()]
     return environment.get_template("summary.md.j2").render(
         files=result.files,
-        files_with_findings=len({f.path for f in findings}),
+        files_with_findings=len({place.absolute for place in places}),
         findings=findings,
         rules=rules,
+        not_run=result.not_run,
     )

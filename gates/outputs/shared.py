@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from corral.gates.engine.run import CheckResult
 from corral.gates.findings import Finding
+from corral.gates.outputs.fingerprints import Fingerprinted, fingerprinted
 
 
 class Located(NamedTuple):
@@ -42,21 +43,42 @@ def repository_top(result: CheckResult) -> Path | None:
     return Path(top) if top is not None else None
 
 
+def _parts(result: CheckResult) -> tuple[CheckResult, ...]:
+    """The results whose findings' paths are relative to their own `root`: each project's, or the run's."""
+    return result.projects or (result,)
+
+
+def _placed(root: Path, finding: Finding, here: str, top_prefix: str | None) -> Located:
+    absolute = os.path.normpath(os.path.join(root, finding.path))
+    shown = absolute[len(here) :] if absolute.startswith(here) else absolute
+    in_repository = absolute[len(top_prefix) :] if top_prefix is not None and absolute.startswith(top_prefix) else None
+    return Located(finding, absolute, shown, in_repository)
+
+
+def _order(place: Located) -> tuple[object, ...]:
+    return (place.absolute, *place.finding[1:])
+
+
 def located(result: CheckResult, top: Path | None = None) -> list[Located]:
     """Every finding of the run with its file's paths, ordered by file, line and column; `top` is the run's
     `repository_top`."""
     here = os.path.join(os.getcwd(), "")
     top_prefix = os.path.join(str(top), "") if top is not None else None
-    every = []
-    for part in result.projects or (result,):
-        for finding in part.findings:
-            absolute = os.path.normpath(os.path.join(part.root, finding.path))
-            shown = absolute[len(here) :] if absolute.startswith(here) else absolute
-            in_repository = (
-                absolute[len(top_prefix) :] if top_prefix is not None and absolute.startswith(top_prefix) else None
-            )
-            every.append(Located(finding, absolute, shown, in_repository))
-    return sorted(every, key=lambda place: (place.absolute, *place.finding[1:]))
+    every = [_placed(part.root, finding, here, top_prefix) for part in _parts(result) for finding in part.findings]
+    return sorted(every, key=_order)
+
+
+def located_fingerprinted(result: CheckResult, top: Path | None) -> list[tuple[Located, Fingerprinted]]:
+    """`located`, each finding with its fingerprint (`outputs.fingerprints`), read in its own project: the
+    file it names is under that project's root, read within that project's size bound."""
+    here = os.path.join(os.getcwd(), "")
+    top_prefix = os.path.join(str(top), "") if top is not None else None
+    every = [
+        (_placed(part.root, marked.finding, here, top_prefix), marked)
+        for part in _parts(result)
+        for marked in fingerprinted(part.findings, part.root, part.max_file_size, part.sources)
+    ]
+    return sorted(every, key=lambda pair: _order(pair[0]))
 
 
 def plural(count: int, noun: str) -> str:

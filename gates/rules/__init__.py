@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from corral.gates.findings import code_family
 from corral.gates.rules.base import EngineCodes, Fact, ProjectCheck, Rule, code_table
-from corral.gates.rules.connection_budget import CeleryBudgetCheck, ConnectionBudget, ConnectionBudgetCheck
+from corral.gates.rules.connection_budget import (
+    CeleryBudgetCheck,
+    ConnectionBudget,
+    ConnectionBudgetCheck,
+    EngineBudgetCheck,
+)
 from corral.gates.rules.hidden_spawners import HiddenSpawners
 from corral.gates.rules.job_report import JobsReport
 from corral.gates.rules.job_timeouts import JobTimeouts
@@ -25,7 +30,12 @@ RULES: tuple[type[Rule], ...] = (
 )
 
 # In this order: each adds its section to the reports, and `--format json` shows them in that order.
-PROJECT_CHECKS: tuple[type[ProjectCheck], ...] = (JobsReport, ConnectionBudgetCheck, CeleryBudgetCheck)
+PROJECT_CHECKS: tuple[type[ProjectCheck], ...] = (
+    JobsReport,
+    ConnectionBudgetCheck,
+    CeleryBudgetCheck,
+    EngineBudgetCheck,
+)
 
 FACT_KINDS: dict[str, type[Fact]] = {check.fact.fact_kind(): check.fact for check in PROJECT_CHECKS}
 

@@ -4,7 +4,7 @@ Per file, `ConnectionBudget` resolves each `Runtime(...)` declaration into a `Bu
 queues' names and `max_workers` (queues declared inline, in this module or imported from another project
 module), `relay`, `max_conns` and `reserve`, and every value the gate could not resolve with where it
 stands. Once every file is checked, `ConnectionBudgetCheck` reads the facts, applies the deployment
-settings `max_conns`, `processes` and `reserve` from `[tool.corral]`, and checks each runtime with the
+settings `max-conns`, `processes` and `reserve` from `[tool.corral]`, and checks each runtime with the
 arithmetic of the runtime's own boot check (`corral.runtime.budget.compute_budget`: one function, two
 callers). Being a whole-project check, the gate reports it and the per-file flake8 front does not. A
 value the gate could not resolve is CRL302 where it stands: a budget that cannot be proven does not pass.
@@ -22,6 +22,8 @@ says where every factor came from.
 Celery workers are checked against the database too (`CeleryBudgetCheck`): the per-file half records
 module-level Celery concurrency settings and Django's `CONN_MAX_AGE` as `DatabaseSetting`s, and the project
 half multiplies each `celery worker`'s concurrency by its processes when Django keeps the connections.
+SQLAlchemy engines declared at a module's top level are recorded as `EnginePool`s, and `EngineBudgetCheck` sums
+their pools (`pool_size + max_overflow`) times the processes against the same share of the database.
 """
 
 from __future__ import annotations
@@ -49,6 +51,18 @@ QUEUES = QUEUE_CLASSES
 SETTING_WORDS = (b"CONN_MAX_AGE", b"conn_max_age", celery.CONCURRENCY.encode(), celery.DJANGO_CONCURRENCY.encode())
 # What `Runtime.__init__` assumes when an argument is left out.
 RUNTIME_DEFAULTS: dict[str, float] = {"relay": 1, "max_conns": 40}
+# SQLAlchemy's engine factories, and the words that find them.
+ASYNC_ENGINE_FACTORY = "sqlalchemy.ext.asyncio.create_async_engine"
+ENGINE_FACTORIES = frozenset({"sqlalchemy.create_engine", "sqlalchemy.engine.create_engine", ASYNC_ENGINE_FACTORY})
+ENGINE_WORDS = (b"create_engine", b"create_async_engine")
+# `create_engine`'s documented pool defaults (QueuePool; AsyncAdaptedQueuePool for the async engine).
+ENGINE_DEFAULTS: dict[str, int] = {"pool_size": 5, "max_overflow": 10}
+# The most connections a process keeps through each of SQLAlchemy's pools: the queue pools `pool_size +
+# max_overflow`, SingletonThreadPool one per thread up to `pool_size`, StaticPool and AssertionPool one.
+# NullPool keeps none (a connection per checkout, closed on return): like Django's CONN_MAX_AGE 0, not counted.
+QUEUE_POOLS = frozenset({"QueuePool", "AsyncAdaptedQueuePool", "FallbackAsyncAdaptedQueuePool"})
+ONE_CONNECTION_POOLS = frozenset({"StaticPool", "AssertionPool"})
+UNCOUNTED_POOLS = frozenset({"NullPool"})
 
 
 def _is_conf(node: ast.expr) -> bool:
@@ -150,6 +164,28 @@ class DatabaseSetting(NamedTuple):
         return cls(**json_fields(cls, data))
 
 
+class EnginePool(NamedTuple):
+    """A SQLAlchemy engine declared at a module's top level: the most connections its pool keeps in each
+    process (`connections`; None when its pool keeps none, e.g. NullPool or SQLite, or when `unresolved`
+    says why the gate could not read it), the pool class, and where the count comes from (`origin`)."""
+
+    line: int
+    col: int
+    pool: str
+    connections: int | None
+    origin: str
+    unresolved: str | None
+
+    @classmethod
+    def fact_kind(cls) -> str:
+        """What this record's facts are filed under in a file's facts and in the cache."""
+        return "engine_pool"
+
+    @classmethod
+    def from_json(cls, data: Any) -> EnginePool:
+        return cls(**json_fields(cls, data))
+
+
 class ConnectionBudget(Rule, ScopedVisitor):
     """The per-file half: every corral `Runtime(...)` declaration recorded as a `BudgetFact` (it reports
     nothing itself; `ConnectionBudgetCheck` reports under these codes)."""
@@ -177,14 +213,14 @@ class ConnectionBudget(Rule, ScopedVisitor):
         runtime = Runtime(queues=[Queue("index", max_workers=WORKERS * 2)], store="sqlite://", max_conns=20)
         """,
         """
-        # corral-config: max_conns = 40
+        # corral-config: max-conns = 40
         DATABASES = {"default": {"ENGINE": "django.db.backends.postgresql", "CONN_MAX_AGE": 600}}
         CELERY_WORKER_CONCURRENCY = 8
         """,
     )
     INVALID = (
         """
-        # corral-config: max_conns = 20
+        # corral-config: max-conns = 20
         DATABASES = {"default": {"CONN_MAX_AGE": None}}  # error: 42 CRL301 "concurrency 16 x processes 1 = 16 > 10"
         CELERY_WORKER_CONCURRENCY = 16
         """,
@@ -204,6 +240,11 @@ class ConnectionBudget(Rule, ScopedVisitor):
         index = Queue("index", max_workers=int(os.environ["WORKERS"]), timeout=30)  # error: 1 CRL302 "WORKERS"
         runtime = Runtime(queues=[index], store="sqlite://")
         """,
+        """
+        # corral-config: max-conns = 40
+        from sqlalchemy import create_engine
+        engine = create_engine("postgresql://db/app", pool_size=10, max_overflow=20)  # error: 10 CRL301 "30 > 20"
+        """,
     )
 
     def __init__(self, context: FileContext) -> None:
@@ -213,7 +254,7 @@ class ConnectionBudget(Rule, ScopedVisitor):
 
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:
-        if source.has(*SETTING_WORDS):
+        if source.has(*SETTING_WORDS, *ENGINE_WORDS):
             return True
         # `Runtime` resolves to corral's only through an import naming corral (or inside corral itself).
         return (source.imports_any(b"corral") or source.package[:1] == ["corral"]) and source.has(b"Runtime")
@@ -225,7 +266,11 @@ class ConnectionBudget(Rule, ScopedVisitor):
         return iter(())
 
     def _database_settings(self, statement: ast.stmt) -> None:
-        """Record the module-level Celery concurrency and Django `CONN_MAX_AGE` settings of `statement`."""
+        """Record the module-level Celery concurrency and Django `CONN_MAX_AGE` settings of `statement`, and
+        the SQLAlchemy engines it builds."""
+        if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.Expr)) and statement.value is not None:
+            for call in self._engine_calls(statement.value):
+                record_fact(self._engine_pool(call), self.context)
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
             call = statement.value  # app.conf.update(worker_concurrency=8)
             if isinstance(call.func, ast.Attribute) and call.func.attr == "update" and _is_conf(call.func.value):
@@ -258,7 +303,79 @@ class ConnectionBudget(Rule, ScopedVisitor):
         value = self.values.number(node, self.scope)
         unresolved = value.reason if isinstance(value, Unresolved) else None
         number = None if isinstance(value, Unresolved) else value
-        record_fact(DatabaseSetting(node.lineno, node.col_offset + 1, setting, number, unresolved), self.context)
+        record_fact(
+            DatabaseSetting(
+                node.lineno, self.context.column(node.lineno, node.col_offset), setting, number, unresolved
+            ),
+            self.context,
+        )
+
+    def _engine_calls(self, value: ast.expr) -> Iterator[ast.Call]:
+        """The engine factory calls `value` makes as the module runs (`sessionmaker(bind=create_engine(...))`
+        too; not those in a lambda, which runs later)."""
+        pending: list[ast.AST] = [value]
+        while pending:
+            node = pending.pop()
+            if isinstance(node, ast.Lambda):
+                continue
+            if isinstance(node, ast.Call) and self.resolve(node.func) in ENGINE_FACTORIES:
+                yield node
+            pending.extend(ast.iter_child_nodes(node))
+
+    def _engine_pool(self, call: ast.Call) -> EnginePool:
+        """The most connections the pool of the engine `call` creates keeps in one process."""
+        line, col = call.lineno, call.col_offset + 1
+        keywords = {keyword.arg: keyword.value for keyword in call.keywords if keyword.arg}
+        url = self.values.string(call.args[0], self.scope) if call.args else None
+        if any(keyword.arg is None for keyword in call.keywords):
+            hidden = f"{ast.unparse(call.func)}(**...) hides its pool arguments from the gate"
+            return EnginePool(line, col, "?", None, "", hidden)
+        if "pool" in keywords:
+            return EnginePool(line, col, "?", None, "", "pool=: a pool built outside the engine's arguments")
+        pool = "AsyncAdaptedQueuePool" if self.resolve(call.func) == ASYNC_ENGINE_FACTORY else "QueuePool"
+        if (poolclass := keywords.get("poolclass")) is not None:
+            dotted = self.resolve(poolclass) or ""
+            pool = dotted.rpartition(".")[2]
+            known = QUEUE_POOLS | ONE_CONNECTION_POOLS | UNCOUNTED_POOLS | {"SingletonThreadPool"}
+            if not dotted.startswith("sqlalchemy.") or pool not in known:
+                return EnginePool(
+                    line,
+                    col,
+                    "?",
+                    None,
+                    "",
+                    f"poolclass={ast.unparse(poolclass)} is not a pool of SQLAlchemy's the gate knows",
+                )
+        if pool in UNCOUNTED_POOLS:
+            return EnginePool(line, col, pool, None, f"{pool} keeps no connection", None)
+        if isinstance(url, str) and url.startswith("sqlite"):
+            return EnginePool(line, col, pool, None, "SQLite: a file, no server connections", None)
+        if pool in ONE_CONNECTION_POOLS:
+            return EnginePool(line, col, pool, 1, f"{pool}: one connection", None)
+        names = ("pool_size",) if pool == "SingletonThreadPool" else ("pool_size", "max_overflow")
+        sizes: list[str] = []
+        total = 0
+        for name in names:
+            node = keywords.get(name)
+            if node is None:
+                total += ENGINE_DEFAULTS[name]
+                sizes.append(f"{name} {ENGINE_DEFAULTS[name]} (SQLAlchemy's default)")
+                continue
+            value = self.values.number(node, self.scope)
+            if isinstance(value, Unresolved):
+                return EnginePool(line, col, pool, None, "", f"{name}: {value.reason}")
+            unbounded = (name == "pool_size" and value == 0 and pool != "SingletonThreadPool") or (
+                name == "max_overflow" and value == -1
+            )
+            if unbounded:
+                return EnginePool(line, col, pool, None, "", f"{name}={value:g} puts no limit on the pool")
+            minimum = 1 if name == "pool_size" else 0
+            if value is None or value != int(value) or value < minimum:
+                shown = f"{name} must be a whole number >= {minimum}, got {ast.unparse(node)}"
+                return EnginePool(line, col, pool, None, "", shown)
+            total += int(value)
+            sizes.append(f"{name} {int(value)} at {self.context.relpath}:{node.lineno}")
+        return EnginePool(line, col, pool, total, " + ".join(sizes), None)
 
     def visit_Call(self, node: ast.Call) -> None:
         if self.resolve(node.func) in RUNTIMES:
@@ -277,7 +394,7 @@ class ConnectionBudget(Rule, ScopedVisitor):
         queues = self._queues(keywords.get("queues"), call, unresolved)
         return BudgetFact(
             line=call.lineno,
-            col=call.col_offset + 1,
+            col=self.context.column(call.lineno, call.col_offset),
             relay=settings["relay"],
             max_conns=settings["max_conns"],
             reserve=settings["reserve"],
@@ -382,7 +499,7 @@ class ConnectionBudgetCheck(ProjectCheck):
         for relpath, fact in sorted(declared, key=lambda item: (item[0], item[1].line)):
             where = f"{relpath}:{fact.line}"
             processes = runtime_processes(relpath, runtime_modules, deployments, config)
-            # A deployment's [tool.corral] max_conns stands in for a pool size the code reads at run time.
+            # A deployment's [tool.corral] max-conns stands in for a pool size the code reads at run time.
             problems = [
                 (value.path, value.line, value.reason)
                 for value in fact.unresolved
@@ -395,7 +512,7 @@ class ConnectionBudgetCheck(ProjectCheck):
             )
             reserve = config.reserve if fact.reserve is None else fact.reserve
             if config.max_conns:
-                max_conns_from = "[tool.corral] max_conns"
+                max_conns_from = "[tool.corral] max-conns"
             else:
                 max_conns_from = where if fact.max_conns is not None else "the Runtime's default"
             reserve_from = where if fact.reserve is not None else "[tool.corral] reserve (default 0.5)"
@@ -465,9 +582,9 @@ class CeleryBudgetCheck(ProjectCheck):
     open. Each child (of the prefork pool, or each thread or greenlet of the others) keeps one connection
     to the `default` database between tasks when `CONN_MAX_AGE` is not 0, so the workers hold
     `concurrency x processes` connections, summed over every compose service or Kubernetes container
-    running `celery worker`, against the database's `max_conns` from `[tool.corral]` x `reserve`.
+    running `celery worker`, against the database's `max-conns` from `[tool.corral]` x `reserve`.
 
-    Checked only when all it needs is declared: `max_conns` in `[tool.corral]`, a non-zero (or None)
+    Checked only when all it needs is declared: `max-conns` in `[tool.corral]`, a non-zero (or None)
     `CONN_MAX_AGE` in a settings module, and a worker concurrency (`-c N` / `--concurrency N` on the
     worker's command, else `CELERY_WORKER_CONCURRENCY`, `app.conf.worker_concurrency` or
     `app.conf.update(worker_concurrency=N)`; with no deployment file running `celery worker`, one process).
@@ -489,13 +606,20 @@ class CeleryBudgetCheck(ProjectCheck):
         services = [worker for worker in deployments.workers if worker.command.program == program]
         if not services and not concurrencies:
             return []
+        # Celery's command line overrides its settings: the settings' concurrency is read (and an unreadable
+        # or disagreeing one is a problem) only when some worker takes its concurrency from them.
+        from_settings = not services or any(
+            celery.worker_concurrency(service.command.arguments) is None for service in services
+        )
         problems = [
-            (relpath, fact.line, f"{fact.setting}: {fact.unresolved}") for relpath, fact in settings if fact.unresolved
+            (relpath, fact.line, f"{fact.setting}: {fact.unresolved}")
+            for relpath, fact in settings
+            if fact.unresolved and (from_settings or fact.setting != celery.CONCURRENCY)
         ]
         age = _agreed(ages, problems)
         if age is not None and age[1].value == 0 and all(fact.unresolved is None for _, fact in ages):
             return []  # connections closed after each task: not bounded statically
-        setting = _agreed(concurrencies, problems)
+        setting = _agreed(concurrencies, problems) if from_settings else None
         if setting is not None and (
             setting[1].value is None or setting[1].value != int(setting[1].value) or setting[1].value < 1
         ):
@@ -540,7 +664,7 @@ class CeleryBudgetCheck(ProjectCheck):
         where = f"{relpath}:{setting.line}"
         findings = []
         for path, line, reason in problems:
-            message = f"{reason}; the connections of the {celery.WORKERS} against max_conns cannot be counted"
+            message = f"{reason}; the connections of the {celery.WORKERS} against max-conns cannot be counted"
             findings.append(
                 Finding(path, line, 1, ConnectionBudget.UNPROVEN, f"{message}: state the value as a number")
             )
@@ -549,7 +673,7 @@ class CeleryBudgetCheck(ProjectCheck):
         if terms and not problems:
             from corral.runtime.budget import compute_budget
 
-            assert config.max_conns is not None  # the check runs only against a configured max_conns
+            assert config.max_conns is not None  # the check runs only against a configured max-conns
             # The runtime's arithmetic, each worker's connections as one term (a worker scaled to 0 adds none).
             budget = compute_budget(
                 [
@@ -580,12 +704,113 @@ class CeleryBudgetCheck(ProjectCheck):
                 message = (
                     f"{celery.WORKERS} could hold more database connections than their share: {arithmetic}; "
                     f"Django keeps each worker child's connection open (CONN_MAX_AGE {kept}): lower the "
-                    f"concurrency or the processes, or raise max_conns ({'; '.join(sources[:-1])})"
+                    f"concurrency or the processes, or raise [tool.corral] max-conns ({'; '.join(sources[:-1])})"
                 )
                 findings.append(Finding(relpath, setting.line, setting.col, ConnectionBudget.OVER_BUDGET, message))
         if terms or problems:
             reports.setdefault(ConnectionBudgetCheck.REPORT, []).append(entry)
         return findings
+
+
+class EngineBudgetCheck(ProjectCheck):
+    """The SQLAlchemy half: the pools of the engines declared at a module's top level against the database's
+    `max_conns` from `[tool.corral]` x `reserve`. Each process that imports the module builds its own engine,
+    so each engine keeps up to its pool's connections (`pool_size + max_overflow`, SQLAlchemy's defaults 5 and
+    10) in every process: the sum over the engines times the processes.
+
+    The processes: `[tool.corral] processes` when set; else gunicorn's `workers` from `gunicorn.conf.py`; else
+    1. When the deployment files run workers (`corral worker`, `celery worker`) the gate cannot tell which
+    processes import the engine's module (a Celery prefork child is a process of its own): CRL302 at the
+    worker, asking for `processes`. Checked only when `max_conns` is configured; an engine whose pool keeps no
+    connection (NullPool, SQLite) adds nothing; a pool size the gate cannot read, an unlimited pool
+    (`pool_size=0`, `max_overflow=-1`) or a pool class it does not know is CRL302."""
+
+    rule = ConnectionBudget
+    fact = EnginePool
+    KIND: ClassVar[str] = "sqlalchemy"
+
+    def run(self, facts_by_file: FactsByFile, config: Config, reports: dict[str, Any]) -> list[Finding]:
+        engines = sorted(recorded(EnginePool, facts_by_file), key=lambda item: (item[0], item[1].line))
+        if config.max_conns is None or not engines:
+            return []
+        problems = [(relpath, fact.line, fact.unresolved) for relpath, fact in engines if fact.unresolved]
+        counted = [(relpath, fact) for relpath, fact in engines if fact.connections]
+        processes, processes_from = self._processes(config, problems)
+        relpath, first = engines[0]
+        findings = [
+            Finding(
+                path,
+                line,
+                1,
+                ConnectionBudget.UNPROVEN,
+                f"{reason}; the connections of the SQLAlchemy engines against [tool.corral] max-conns cannot be "
+                "counted: state the value as a number",
+            )
+            for path, line, reason in problems
+        ]
+        entry: dict[str, Any] = {"kind": self.KIND, "path": relpath, "line": first.line, "ok": None}
+        entry["problems"] = len(problems)
+        if counted and not problems:
+            from corral.runtime.budget import compute_budget
+
+            assert config.max_conns is not None and processes is not None
+            # The runtime's arithmetic: each engine's pool as a term, in every process.
+            budget = compute_budget(
+                [(f"engine {path}:{fact.line}", fact.connections or 0) for path, fact in counted],
+                relay=0,
+                max_conns=config.max_conns,
+                reserve=config.reserve,
+                processes=processes,
+            )
+            summed = " + ".join(f"{name} {connections}" for name, connections in budget.queues)
+            summed = f"({summed}) x processes {processes}" if processes > 1 else summed
+            relation = "<=" if budget.ok else ">"
+            arithmetic = (
+                f"{summed} = {budget.total} {relation} {budget.limit} "
+                f"(max_conns {config.max_conns} x reserve {config.reserve:g})"
+            )
+            sources = [f"engine {path}:{fact.line} ({fact.pool}): {fact.origin}" for path, fact in counted]
+            sources.append(f"processes {processes} {processes_from}: each process keeps its own pools")
+            uncounted = [
+                f"engine {path}:{fact.line}: {fact.origin}, not counted"
+                for path, fact in engines
+                if not fact.connections
+            ]
+            entry.update(total=budget.total, limit=budget.limit, ok=budget.ok, processes=processes)
+            entry.update(max_conns=config.max_conns, reserve=config.reserve, arithmetic=arithmetic)
+            entry["sources"] = sources + uncounted
+            if not budget.ok:
+                message = (
+                    f"SQLAlchemy engines could hold more database connections than their share: {arithmetic}; "
+                    f"every process keeps its own pool: lower pool_size/max_overflow or the processes, or raise "
+                    f"[tool.corral] max-conns ({'; '.join(sources)})"
+                )
+                path, fact = counted[0]
+                findings.append(Finding(path, fact.line, fact.col, ConnectionBudget.OVER_BUDGET, message))
+        if counted or problems:
+            reports.setdefault(ConnectionBudgetCheck.REPORT, []).append(entry)
+        return findings
+
+    @staticmethod
+    def _processes(config: Config, problems: list[tuple[str, int, str]]) -> tuple[int | None, str]:
+        """How many processes hold the engines and where that count comes from; what cannot be counted goes
+        to `problems` (None then)."""
+        if config.processes is not None:
+            return config.processes, "from [tool.corral] processes"
+        deployments = read_deployments(config.root, config.kubernetes_manifests, frozenset({celery.WORKER_PROGRAM}))
+        problems += [(value.path, value.line, value.reason) for value in deployments.unreadable]
+        for worker in deployments.workers:
+            reason = (
+                f"the deployment runs {worker.command.program} worker ({worker.origin}), and the gate cannot tell "
+                "which processes import the engines' modules (each keeps its own pools): set processes in [tool.corral]"
+            )
+            problems.append((worker.path, worker.line, reason))
+        web = deployments.web
+        if isinstance(web, UnreadableCount):
+            problems.append((web.path, web.line, web.reason))
+        elif web is not None:
+            return web.workers, f"from {web.path}:{web.line} (gunicorn workers)"
+        return (None, "") if problems else (1, "(no deployment file declares how many processes run the project)")
 
 
 def _agreed(
@@ -673,8 +898,8 @@ def render_budget(entries: list[dict[str, Any]]) -> str:
     lines = []
     for entry in entries:
         where = f"{entry['path']}:{entry['line']}"
-        if entry.get("kind") == celery.WORKER_PROGRAM:
-            lines.extend(_render_celery(entry, where))
+        if entry.get("kind") in (celery.WORKER_PROGRAM, EngineBudgetCheck.KIND):
+            lines.extend(_render_database(entry, where))
             continue
         if entry["ok"] is None:
             unproven = ConnectionBudget.UNPROVEN
@@ -691,8 +916,12 @@ def render_budget(entries: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _render_celery(entry: dict[str, Any], where: str) -> list[str]:
-    title = f"budget of the {celery.WORKERS} (connections kept by {where})"
+def _render_database(entry: dict[str, Any], where: str) -> list[str]:
+    """The table of a budget against the database: the Celery workers' or the SQLAlchemy engines'."""
+    if entry["kind"] == EngineBudgetCheck.KIND:
+        title = f"budget of the SQLAlchemy engines (the first at {where})"
+    else:
+        title = f"budget of the {celery.WORKERS} (connections kept by {where})"
     if entry["ok"] is None:
         return [f"{title}: cannot be proven ({entry['problems']} unresolved value(s), see {ConnectionBudget.UNPROVEN})"]
     return [

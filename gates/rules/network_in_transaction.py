@@ -1,7 +1,17 @@
-"""CRL401: a network call made while a database transaction is open, outside tests (infra included).
+"""CRL401-CRL402: a network call made, or a job enqueued, while a database transaction is open, outside tests
+(infra included).
 
 A transaction holds a pooled connection (and its locks) until it commits; a network call inside it holds
-them for as long as the remote end takes, so a few slow endpoints drain the pool for everyone.
+them for as long as the remote end takes, so a few slow endpoints drain the pool for everyone. A job enqueued
+inside it (CRL402) is published at once: a worker can run it before the commit, reading rows that are not
+there yet or acting on a change that is then rolled back. The enqueues are what the frameworks recognise
+(`corral.gates.frameworks.enqueue_of`: a Celery task's `delay()`/`apply_async()`, signatures and canvases, an
+app's `send_task()`; RQ queues' `enqueue*()` and `@job`'s `delay()`; Dramatiq's `send()`; arq's
+`enqueue_job()`; taskiq's `kiq()`; a Huey task's call and `schedule()`; Procrastinate's `defer()` unless its
+app writes through Django's connection inside a Django transaction; corral's `Runtime.enqueue()`/`publish()`
+without `conn=`), on a task, app, queue or broker the gate can tell; a look-alike method of anything else is
+not one. An enqueue is CRL402's only, never CRL401's too. The deferred forms (`transaction.on_commit(lambda:
+...)`, `delay_on_commit()`) run after commit: not inside. The advice names the framework's own way out.
 
 Transaction scopes: the body of a `with`/`async with` whose item is Django's `transaction.atomic(...)`
 (however imported) or a `.begin()`, `.begin_nested()`, `.transaction()` or `.atomic()` on any object
@@ -54,9 +64,9 @@ from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning
 from corral.gates.analysis.values import StaticValues
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.frameworks import call_enqueues
+from corral.gates.frameworks import call_enqueues, enqueue_of
 from corral.gates.knowledge.network import NetworkCall, NetworkCalls
-from corral.gates.knowledge.network_reach import NetworkReach, Reached
+from corral.gates.knowledge.network_reach import JobEnqueue, NetworkReach, Reached
 from corral.gates.knowledge.signals import ProjectSignals
 from corral.gates.knowledge.transaction_scopes import (
     DJANGO_ATOMIC,
@@ -74,13 +84,18 @@ from corral.gates.source.prefilter import Source
 ON_COMMIT = "django.db.transaction.on_commit"
 DJANGO_ADVICE = "make the call after commit (transaction.on_commit) or outside the transaction"
 ADVICE = "make the call outside the transaction, after it commits"
+EARLY = "the task can run before the commit"
 
 LocalCallable = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 
 
 class NetworkInTransaction(Rule, ScopedVisitor):
     IN_TRANSACTION: ClassVar[str] = "CRL401"
-    codes: ClassVar[dict[str, str]] = {IN_TRANSACTION: "a network call inside a database transaction"}
+    ENQUEUED_IN_TRANSACTION: ClassVar[str] = "CRL402"
+    codes: ClassVar[dict[str, str]] = {
+        IN_TRANSACTION: "a network call inside a database transaction",
+        ENQUEUED_IN_TRANSACTION: "a job enqueued inside a database transaction",
+    }
     # Infra holding a transaction across a network call drains the pool just the same.
     skips_infra = False
 
@@ -123,6 +138,15 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             with prepared():
                 requests.post(url, timeout=5)
         """,
+        """
+        from corral.runtime import Queue, Runtime
+        mail = Queue("mail", max_workers=2, timeout=30)
+        runtime = Runtime(queues=[mail], store="postgresql://app@db/app")
+        async def place(conn, order, mailer):
+            async with conn.transaction():
+                await runtime.enqueue("mail.receipt", order_id=order.pk, conn=conn)
+                mailer.enqueue(order.pk)
+        """,
     )
     INVALID = (
         """
@@ -131,6 +155,14 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         def f(url):
             with transaction.atomic():
                 requests.post(url, timeout=5)  # error: 9 CRL401 "requests.post inside transaction.atomic()"
+        """,
+        """
+        from corral.runtime import Queue, Runtime
+        mail = Queue("mail", max_workers=2, timeout=30)
+        runtime = Runtime(queues=[mail], store="postgresql://app@db/app")
+        async def place(conn, order):
+            async with conn.transaction():
+                await runtime.enqueue("mail.receipt", id=order.pk)  # error: 15 CRL402 "use runtime.enqueue(..., conn"
         """,
         """
         import httpx
@@ -210,7 +242,7 @@ class NetworkInTransaction(Rule, ScopedVisitor):
     @cached_property
     def reach(self) -> NetworkReach:
         """What the project functions called inside a transaction reach (other modules read on demand)."""
-        return NetworkReach.of_file(self.context, call_enqueues)
+        return NetworkReach.of_file(self.context, call_enqueues, enqueue_of)
 
     @cached_property
     def scopes(self) -> TransactionScopes:
@@ -307,8 +339,13 @@ class NetworkInTransaction(Rule, ScopedVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         if self.transactions:
-            found = self.network.classify(node, self.scope)
-            if found is not None:
+            # An enqueue is CRL402's, even when it is also a network call (a broker client in extend-network).
+            module = StaticValues.of(self.context).module
+            enqueue = enqueue_of(node, self.scope, module, self.reach.functions)
+            found = self.network.classify(node, self.scope) if enqueue is None else None
+            if enqueue is not None:
+                self._report_enqueue(enqueue)
+            elif found is not None:
                 self._report(found)
             elif self.resolve(node.func) == ON_COMMIT:
                 arguments = (*node.args, *(keyword.value for keyword in node.keywords))
@@ -377,13 +414,25 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         return True
 
     def _follow_project(self, call: ast.Call) -> None:
-        """Report `call` when a project function it runs makes a network call, naming the chain."""
+        """Report `call` when a project function it runs makes a network call, and when one enqueues a job that
+        is not part of this transaction, naming the chain."""
         module = StaticValues.of(self.context).module
-        for callee in self.reach.runs(call, self.scope, module):
-            reached = self.reach.of(callee)
-            if reached is not None:
-                self._report_reached(call, reached)
-                return
+        callees = self.reach.runs(call, self.scope, module)
+        reached = next((found for callee in callees if (found := self.reach.of(callee)) is not None), None)
+        if reached is not None:
+            self._report_reached(call, reached)
+        django = self.transactions[-1].django
+        enqueued = next(
+            (
+                (use.enqueue, use.reached(callee))
+                for callee in callees
+                for use in self.reach.enqueued(callee)
+                if not (django and use.enqueue.through_django)
+            ),
+            None,
+        )
+        if enqueued is not None:
+            self._report_enqueue(enqueued[0], (call, enqueued[1]))
 
     def _report_reached(self, call: ast.Call, reached: Reached) -> None:
         transaction = self.transactions[-1]
@@ -394,6 +443,37 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             reached = reached._replace(hops=(callee, *reached.hops))
         message = f"{reached.chain()} inside {transaction.shown}; {advice}"
         self.found.append(self.context.finding(node, self.IN_TRANSACTION, message))
+
+    def _report_enqueue(self, enqueue: JobEnqueue, reached: tuple[ast.Call, Reached] | None = None) -> None:
+        """CRL402 for `enqueue`, made here or (`reached`: the call here and its chain) by a project function that
+        call runs."""
+        transaction = self.transactions[-1]
+        if transaction.django and enqueue.through_django:
+            return  # the job is written in this very transaction
+        node: ast.AST = enqueue.call
+        if reached is not None:
+            node, shown = reached[0], reached[1].chain()
+        else:
+            shown = enqueue.api
+        if self.via is not None:
+            node, callee = self.via
+            shown = f"{callee}() -> {shown}" if reached is not None else f"{callee}() calls {shown}"
+        elif reached is None and enqueue.call in self.eager:
+            message = (
+                f"{shown} runs now, inside {transaction.shown}, not after commit; "
+                "pass on_commit a callable (lambda: ... or functools.partial(...))"
+            )
+            self.found.append(self.context.finding(node, self.ENQUEUED_IN_TRANSACTION, message))
+            return
+        options = [f"{enqueue.on_commit}(...)"] if transaction.django and enqueue.on_commit is not None else []
+        options += ["transaction.on_commit(...)"] if transaction.django else []
+        options += [enqueue.in_transaction] if enqueue.in_transaction is not None else []
+        if options:
+            advice = f"use {', '.join(options[:-1])} or {options[-1]}" if len(options) > 1 else f"use {options[0]}"
+        else:
+            advice = "enqueue it after the transaction commits"
+        message = f"{shown} inside {transaction.shown}; {EARLY}: {advice}"
+        self.found.append(self.context.finding(node, self.ENQUEUED_IN_TRANSACTION, message))
 
     def _report(self, found: NetworkCall) -> None:
         transaction = self.transactions[-1]

@@ -18,11 +18,11 @@ finding; a timeout the gate cannot read is CRL204. A function several kinds run 
 several sites) is judged once, against the shortest of their timeouts, and each finding names that kind.
 
 A call inside `async with asyncio.timeout(N):` (or `async_timeout.timeout(N)`), or the awaitable
-`await asyncio.wait_for(call, N)` runs, in the job or in a function on the way to the call, is cancelled after
-N: its timeout is the shorter of its own and the smallest N of the scopes around it (`None` bounds nothing; the
-arguments of `wait_for` run before it, outside). `asyncio.timeout_at` cancels at a deadline on the loop's
-clock, which the gate cannot read: a call that fails on its own inside one is CRL204, as inside a scope whose
-delay cannot be read.
+`asyncio.wait_for(call, N)` runs (awaited, or handed to `asyncio.run`), in the job or in a function on the way to
+the call, is cancelled after N: its timeout is the shorter of its own and the smallest N of the scopes around it
+(`None` bounds nothing; the arguments of `wait_for` run before it, outside). `asyncio.timeout_at` cancels at a
+deadline on the loop's clock, which the gate cannot read: a call that fails on its own inside one is CRL204, as
+inside a scope whose delay cannot be read.
 
 A call in the job's body that runs project functions (`corral.gates.analysis.project` says which) is
 judged by every network call they make, transitively, with cycles cut (`corral.gates.knowledge.network_reach`
@@ -57,7 +57,7 @@ from corral.gates.analysis.scoped import scoped_parts
 from corral.gates.analysis.values import Located, StaticValues, Unresolved
 from corral.gates.config import Config
 from corral.gates.findings import Finding
-from corral.gates.frameworks import call_enqueues, job_kinds
+from corral.gates.frameworks import call_enqueues, enqueue_of, job_kinds
 from corral.gates.frameworks.base import JobKind, keyword
 from corral.gates.frameworks.walk import ASYNC_TIMEOUTS, WAIT_FOR
 from corral.gates.knowledge.network import CALLS, CLIENTS, CONFIGURED, DJANGO_MAIL, NetworkCall, NetworkCalls
@@ -145,7 +145,7 @@ class NetworkTimeouts(Rule):
     @cached_property
     def reach(self) -> NetworkReach:
         """What the project functions called in a job's body reach (other modules read on demand)."""
-        return NetworkReach.of_file(self.context, call_enqueues)
+        return NetworkReach.of_file(self.context, call_enqueues, enqueue_of)
 
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:

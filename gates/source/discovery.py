@@ -1,4 +1,4 @@
-"""Which files a run checks: the paths given, narrowed to Python sources.
+"""Which files a run checks: the files named, whatever their suffix, and the Python sources under the folders.
 
 Inside a git work tree the answer is git's (tracked files plus untracked ones that are not ignored), so a
 generated or vendored file the project ignores is not judged; elsewhere, and for a folder named explicitly
@@ -18,7 +18,8 @@ SKIPPED_DIRS = frozenset(
 
 
 def discover(paths: Iterable[str]) -> list[str]:
-    """Absolute paths of the Python files under `paths`, without duplicates, sorted.
+    """Absolute paths of the files named in `paths` and of the Python files under its folders, without
+    duplicates, sorted.
 
     A path that cannot be followed (a dangling link, a link loop) or a folder that cannot be listed is
     returned too: reading it fails, and that failure is a CRL001 finding rather than a silent skip."""
@@ -32,7 +33,9 @@ def iter_files(paths: Iterable[str]) -> Iterator[str]:
     for given in paths:
         path = os.path.realpath(given)
         if os.path.isfile(path):
-            files: Iterable[str] = (path,) if path.endswith(PYTHON_SUFFIXES) else ()
+            # Named explicitly, a file is checked whatever its suffix (as ruff): pre-commit passes a script
+            # with a Python shebang, `scripts/manage`, and skipping it would be a silent pass.
+            files: Iterable[str] = (path,)
         elif os.path.isdir(path):
             listed = _git_files(path)
             if listed == [] and _git_ignores(path):
@@ -40,7 +43,7 @@ def iter_files(paths: Iterable[str]) -> Iterator[str]:
                 # site-packages, a generated tree): checking nothing would be a silent pass.
                 listed = None
             files = listed if listed is not None else _walk(path)
-        elif os.path.lexists(given) and given.endswith(PYTHON_SUFFIXES):
+        elif os.path.lexists(given):  # a FIFO, a device, a dangling link: reading it reports why (CRL001)
             files = (os.path.abspath(given),)
         else:
             raise FileNotFoundError(given)

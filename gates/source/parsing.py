@@ -45,6 +45,8 @@ _KINDS = (
     (stat.S_ISSOCK, "a socket"),
 )
 _CHUNK = 1 << 20
+# The line breaks Python's tokenizer counts (a lone carriage return is one); not str.splitlines's.
+_LINE_BREAKS = re.compile(r"\r\n|\r|\n")
 
 
 def unreadable_kind(mode: int, size: int, max_bytes: int) -> Uncheckable | None:
@@ -79,8 +81,13 @@ def read_source(path: str, max_bytes: int) -> bytes:
     finally:
         os.close(descriptor)
     if size > max_bytes:  # it grew while being read
-        raise Uncheckable(f"is too large to check (over max-file-size = {max_bytes} bytes)")
+        raise too_large(max_bytes)
     return b"".join(chunks)
+
+
+def too_large(max_bytes: int) -> Uncheckable:
+    """Content found to be over `max_bytes` while read (so its full size is not known)."""
+    return Uncheckable(f"is too large to check (over max-file-size = {max_bytes} bytes)")
 
 
 def _mode_and_size(status: os.stat_result) -> tuple[int, int]:
@@ -91,6 +98,11 @@ def _first_two_lines(data: bytes) -> bytes:
     first = data.find(b"\n")
     second = data.find(b"\n", first + 1) if first != -1 else -1
     return data if second == -1 else data[:second]
+
+
+def source_lines(text: str) -> list[str]:
+    """A file's lines as `ast` numbers them: `source_lines(text)[lineno - 1]`."""
+    return _LINE_BREAKS.split(text)
 
 
 def declares_encoding(data: bytes) -> bool:

@@ -13,7 +13,7 @@ from corral.runtime.infra.processes import (
     default_start_method,
     describe_exit,
 )
-from corral.runtime.infra.tasks import cancel_detached, detach, spawn, wait_event
+from corral.runtime.infra.tasks import cancel_detached, detach, spawn, wait_event, wait_tasks_or_event
 from corral.runtime.infra.threads import StoreThread, run_in_thread
 from corral.runtime.infra.watchdog import LoopWatchdog
 
@@ -31,4 +31,5 @@ __all__ = [
     "run_in_thread",
     "spawn",
     "wait_event",
+    "wait_tasks_or_event",
 ]

@@ -10,12 +10,12 @@ import asyncio
 import inspect
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from typing import Any, TypeAlias, TypeVar
 
 from corral.runtime.infra.threads import run_in_thread
 
-__all__ = ["cancel_detached", "detach", "spawn", "wait_event"]
+__all__ = ["cancel_detached", "detach", "spawn", "wait_event", "wait_tasks_or_event"]
 
 T = TypeVar("T")
 log = logging.getLogger("corral.runtime")
@@ -45,6 +45,28 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
     finally:
         waiter.cancel()
     return event.is_set()
+
+
+async def wait_tasks_or_event(
+    tasks: Collection[asyncio.Task[Any]], *, timeout: float, event: asyncio.Event
+) -> set[asyncio.Task[Any]]:
+    """Wait up to ``timeout`` seconds for every one of ``tasks`` to end, or until ``event`` is set, whichever
+    comes first; return the tasks still running (``asyncio.wait``, as in :func:`wait_event`)."""
+    pending = {task for task in tasks if not task.done()}
+    if not pending or event.is_set():
+        return pending
+    waiter = asyncio.get_running_loop().create_task(event.wait())
+    try:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while pending and not event.is_set():
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                break
+            _, still = await asyncio.wait([*pending, waiter], timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            pending = {task for task in still if task is not waiter}
+    finally:
+        waiter.cancel()
+    return pending
 
 
 async def _absorb(work: Awaitable[Any], name: str) -> None:

@@ -7,7 +7,15 @@ the stores share beyond the protocol: turning selected rows into records, routin
 to jobs, and the text a rescued job's error carries.
 
 Job states: ``waiting`` (new, snoozed or released), ``running`` (claimed, under a lease),
-``retrying`` (failed or rescued, runnable again at ``run_at``), ``done`` and ``failed`` (final).
+``retrying`` (failed or rescued, runnable again at ``run_at``), ``done``, ``failed`` and
+``cancelled`` (final). A cancelled job is never claimed again and keeps that state whatever its running
+attempt (if any) records afterwards: the store refuses the attempt's outcome.
+
+Claims take the highest ``priority`` first (0..3), then the oldest ``run_at``, then the lowest id.
+A job with a ``unique_key`` holds that key while its state is one of its ``unique_states`` (always
+the runnable and running ones): an enqueue of another job with the key inserts nothing and answers
+the holder's id, as :class:`Enqueued` with ``duplicate=True``; each store enforces it in its insert,
+so concurrent enqueuers in any process never make two.
 """
 
 from __future__ import annotations
@@ -17,18 +25,29 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from corral.runtime.errors import ConfigError
+
 __all__ = [
+    "CANCELLED",
     "DONE",
     "FAILED",
+    "FINAL_STATES",
+    "PRIORITIES",
     "RETRYING",
     "RUNNING",
     "STATES",
+    "UNIQUE_ALWAYS",
     "WAITING",
+    "AttemptRecord",
     "ClaimedJob",
     "Completion",
+    "Enqueued",
     "FailedJob",
     "HeldLease",
+    "JobFilter",
+    "JobRecord",
     "JobState",
+    "KeyLease",
     "NewJob",
     "PeriodicSpec",
     "QueueCounts",
@@ -37,12 +56,17 @@ __all__ = [
     "RoutedJob",
     "Store",
     "attempt_holder",
+    "attempt_record",
+    "check_final_states",
     "claimed_job",
     "failed_job",
+    "job_record",
+    "periodic_job",
     "queue_counts",
     "rescue_error",
     "rescue_spread",
     "routed_jobs",
+    "unique_states_text",
 ]
 
 WAITING = "waiting"
@@ -50,7 +74,30 @@ RUNNING = "running"
 RETRYING = "retrying"
 DONE = "done"
 FAILED = "failed"
-STATES = (WAITING, RUNNING, RETRYING, FAILED, DONE)
+CANCELLED = "cancelled"
+STATES = (WAITING, RUNNING, RETRYING, FAILED, DONE, CANCELLED)
+FINAL_STATES = (DONE, FAILED, CANCELLED)
+# The states in which a unique job always holds its key: a job moves between them without a new
+# insert, so a key released in one of them could be taken by a second job and collide on its return.
+UNIQUE_ALWAYS = (WAITING, RUNNING, RETRYING)
+PRIORITIES = range(4)  # 0 (the default) .. 3 (claimed first)
+
+
+class Enqueued(int):
+    """The id of an enqueued job (an ``int``: ``job_id = await runtime.enqueue(...)`` stays an id, and
+    prints as one); ``duplicate`` is True when the job was not inserted because a job holding the same unique key
+    exists, whose id this is."""
+
+    duplicate: bool
+
+    def __new__(cls, job_id: int, *, duplicate: bool = False) -> Enqueued:
+        enqueued = super().__new__(cls, job_id)
+        enqueued.duplicate = duplicate
+        return enqueued
+
+    @property
+    def id(self) -> int:
+        return int(self)
 
 
 @dataclass(frozen=True)
@@ -64,6 +111,10 @@ class NewJob:
     run_at: float
     max_attempts: int
     lease_seconds: float
+    priority: int = 0
+    unique_key: str | None = None
+    """The key the job holds while its state is one of ``unique_states`` (a digest the runtime makes)."""
+    unique_states: tuple[str, ...] = UNIQUE_ALWAYS
 
 
 @dataclass(frozen=True)
@@ -83,6 +134,12 @@ class ClaimedJob:
     run_at: float
     crashes: int = 0
     """How many earlier attempts crashed their worker process (recorded with ``fail(crashed=True)``)."""
+    priority: int = 0
+
+    @property
+    def claim_order(self) -> tuple[int, float, int]:
+        """Where the job stands in its queue's claim order (smallest first)."""
+        return (-self.priority, self.run_at, self.id)
 
 
 @dataclass(frozen=True)
@@ -136,6 +193,7 @@ class QueueCounts:
     retrying: int = 0
     failed: int = 0
     done: int = 0
+    cancelled: int = 0
 
 
 @dataclass(frozen=True)
@@ -158,6 +216,70 @@ class JobState:
     state: str
     result_json: str | None
     error: str | None
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A job as the operator sees it (``corral jobs list/show``, the dashboard). Times are Unix seconds;
+    ``error``/``traceback`` are the last attempt's."""
+
+    id: int
+    queue: str
+    kind: str
+    args_json: str
+    key: str | None
+    state: str
+    attempt: int
+    max_attempts: int
+    enqueued_at: float
+    run_at: float
+    started_at: float | None
+    finished_at: float | None
+    lease_until: float | None
+    worker_id: str | None
+    result_json: str | None
+    error: str | None
+    traceback: str | None
+    crashes: int
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """Which jobs :meth:`Store.list_jobs` answers: up to ``limit``, of ``queue``/``kind``/``state`` when
+    given, enqueued at or after ``since`` (Unix seconds)."""
+
+    queue: str | None = None
+    kind: str | None = None
+    state: str | None = None
+    since: float | None = None
+    limit: int = 50
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One ended attempt of a job: ``outcome`` is the state it left the job in (``done``, ``retrying``,
+    ``failed``); ``crashed`` says the attempt crashed its worker process."""
+
+    job_id: int
+    attempt: int
+    outcome: str
+    worker_id: str | None
+    started_at: float | None
+    finished_at: float
+    error: str | None
+    traceback: str | None
+    crashed: bool
+
+
+@dataclass(frozen=True)
+class KeyLease:
+    """A held per-key slot: ``holder`` is the attempt's :func:`attempt_holder`, busy until ``busy_until``."""
+
+    queue: str
+    key: str
+    slot: int
+    holder: int
+    busy_until: float
 
 
 @runtime_checkable
@@ -189,9 +311,11 @@ class Store(Protocol):
 
     async def close(self) -> None: ...
 
-    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
-        """Insert jobs in one transaction; return their ids in order. With ``conn`` (a connection of
-        the application, inside its own transaction) the jobs exist if and only if it commits."""
+    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[Enqueued]:
+        """Insert jobs in one transaction; return their ids in order. A job whose ``unique_key`` a job
+        holds (one stored, or an earlier one of ``jobs``) is not inserted: its answer is the holder's
+        id with ``duplicate=True``. With ``conn`` (a connection of the application, inside its own
+        transaction) the jobs exist if and only if it commits."""
 
     async def claim(self, queue: str, limit: int, worker_id: str, *, per_key: int | None = None) -> list[ClaimedJob]:
         """Atomically move up to ``limit`` runnable jobs of ``queue`` to running, under a lease;
@@ -202,6 +326,12 @@ class Store(Protocol):
 
     async def complete(self, completions: Sequence[Completion]) -> None:
         """Record finished jobs (a batch, one transaction)."""
+
+    async def cancel(self, job_ids: Sequence[int]) -> list[int]:
+        """Move each job of ``job_ids`` that is waiting, retrying or running to ``cancelled`` (one
+        transaction); return the ids it cancelled, in order (jobs already final, or unknown, are left).
+        A running one's attempt is told by the store's finished-job notice where it pushes them; its
+        process also finds it by reading :meth:`job_states` of the attempts it runs."""
 
     async def fail(
         self,
@@ -266,6 +396,35 @@ class Store(Protocol):
     async def prune_done(self, *, older_than: float) -> int:
         """Delete done jobs finished more than ``older_than`` seconds ago."""
 
+    # -- operating: what ``corral jobs`` and ``corral ui`` read and change --------------------------
+
+    async def open_existing(self, *, read_only: bool) -> None:
+        """Connect to a store that already exists with this corral's schema, never creating, migrating or
+        listening: raise ``StoreUnavailable`` naming where it looked otherwise. ``read_only``: the
+        connection refuses writes (where the database can enforce it)."""
+
+    async def list_jobs(self, where: JobFilter) -> list[JobRecord]:
+        """The jobs ``where`` selects, newest first."""
+
+    async def job(self, job_id: int) -> JobRecord | None: ...
+
+    async def attempts(self, job_id: int) -> list[AttemptRecord]:
+        """The job's ended attempts, oldest first."""
+
+    async def key_leases(self) -> list[KeyLease]:
+        """The key slots held now (their ``busy_until`` not yet past)."""
+
+    async def finished_since(self, since: float) -> list[tuple[str, str, float]]:
+        """``(queue, outcome, finished_at)`` of every attempt that ended at or after ``since``."""
+
+    async def retry_failed(self, job_ids: Sequence[int] | None, *, queue: str | None = None) -> list[int]:
+        """Make failed jobs (those of ``job_ids``, or every one, of ``queue`` when given) waiting again,
+        due now, with a fresh set of attempts and crashes; return the ids retried (others are skipped)."""
+
+    async def purge(self, *, states: Sequence[str], older_than: float) -> int:
+        """Delete jobs in the final ``states`` (of :data:`FINAL_STATES`) finished more than ``older_than``
+        seconds ago, with their attempts; return how many."""
+
 
 # -- shared by the stores ----------------------------------------------------------------------------
 
@@ -297,7 +456,8 @@ def rescue_error(worker_id: str | None, attempt: int) -> str:
 
 
 def claimed_job(queue: str, row: Sequence[Any]) -> ClaimedJob:
-    """A claimed row: ``id, kind, args, key, attempt, max_attempts, claims, enqueued_at, run_at, crashes``."""
+    """A claimed row: ``id, kind, args, key, attempt, max_attempts, claims, enqueued_at, run_at, crashes,
+    priority``."""
     return ClaimedJob(
         id=row[0],
         queue=queue,
@@ -310,7 +470,27 @@ def claimed_job(queue: str, row: Sequence[Any]) -> ClaimedJob:
         enqueued_at=row[7],
         run_at=row[8],
         crashes=row[9],
+        priority=row[10],
     )
+
+
+def periodic_job(spec: PeriodicSpec, now: float) -> NewJob:
+    """The job a due periodic kind gets: no arguments, no key, runnable ``now``."""
+    return NewJob(
+        queue=spec.queue,
+        kind=spec.kind,
+        args_json="{}",
+        key=None,
+        run_at=now,
+        max_attempts=spec.max_attempts,
+        lease_seconds=spec.lease_seconds,
+    )
+
+
+def unique_states_text(states: Sequence[str]) -> str:
+    """``unique_states`` as the SQL stores keep them: ``,waiting,running,...,`` (a comma on each side
+    of every state, so the index's ``instr``/``strpos`` matches whole state names only)."""
+    return "," + ",".join(states) + ","
 
 
 def failed_job(row: Sequence[Any]) -> FailedJob:
@@ -326,6 +506,25 @@ def failed_job(row: Sequence[Any]) -> FailedJob:
         traceback=row[7],
         finished_at=row[8],
     )
+
+
+def job_record(row: Sequence[Any]) -> JobRecord:
+    """A job row: ``id, queue, kind, args, key, state, attempt, max_attempts, enqueued_at, run_at,
+    started_at, finished_at, lease_until, worker_id, result, last_error, last_traceback, crashes``."""
+    return JobRecord(*row)
+
+
+def attempt_record(row: Sequence[Any]) -> AttemptRecord:
+    """An attempt row: ``job_id, attempt, outcome, worker_id, started_at, finished_at, error, traceback,
+    crashed``."""
+    job_id, attempt, outcome, worker_id, started_at, finished_at, error, traceback, crashed = row
+    return AttemptRecord(job_id, attempt, outcome, worker_id, started_at, finished_at, error, traceback, bool(crashed))
+
+
+def check_final_states(states: Sequence[str]) -> None:
+    """Refuse a purge of anything but final states: a waiting or running job is never dropped."""
+    if not states or any(state not in FINAL_STATES for state in states):
+        raise ConfigError(f"purge takes final states only ({', '.join(FINAL_STATES)}), got {list(states)}")
 
 
 def queue_counts(rows: Iterable[Sequence[Any]]) -> dict[str, QueueCounts]:

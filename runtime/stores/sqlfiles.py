@@ -59,6 +59,30 @@ def read_migrations(package: str) -> tuple[tuple[int, str], ...]:
     return tuple((version, found[version]) for version in versions)
 
 
+def _unfinished(statement: str) -> bool:
+    """Whether a ``;`` ended ``statement`` inside a body: an open ``$$`` quote (PostgreSQL's function
+    bodies) or a SQLite trigger's ``BEGIN`` not yet closed by its ``END``."""
+    if statement.count("$$") % 2:
+        return True
+    return bool(_TRIGGER.match(statement)) and not _TRIGGER_END.search(statement)
+
+
+_TRIGGER = re.compile(r"^\s*CREATE\s+TRIGGER\b", re.IGNORECASE)
+_TRIGGER_END = re.compile(r"\bEND\s*$", re.IGNORECASE)
+
+
 def split_statements(migration: str) -> list[str]:
-    """A migration's statements (``;``-separated; migrations keep ``;`` out of literals)."""
-    return [statement.strip() for statement in migration.split(";") if statement.strip()]
+    """A migration's statements (``;``-separated; migrations keep ``;`` out of literals; a ``;`` inside
+    a ``$$``-quoted function body or a trigger's ``BEGIN ... END`` stays in its statement)."""
+    statements: list[str] = []
+    pending = ""
+    for part in migration.split(";"):
+        pending = f"{pending};{part}" if pending else part
+        if _unfinished(pending):
+            continue
+        if pending.strip():
+            statements.append(pending.strip())
+        pending = ""
+    if pending.strip():
+        statements.append(pending.strip())
+    return statements

@@ -2,22 +2,43 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 
-def run_corral(*args: str, cwd: Path, check: bool = False) -> subprocess.CompletedProcess[str]:
+def run_corral(
+    *args: str, cwd: Path, check: bool = False, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m corral.gates ARGS` in `cwd`; `stdin` is its input, `env` replaces the environment."""
     completed = subprocess.run(
-        [sys.executable, "-m", "corral.gates", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "corral.gates", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        input=stdin,
+        env=env,
     )
     if check:
         assert completed.returncode == 0, completed.stdout + completed.stderr
     return completed
+
+
+def run_budget(root: Path) -> tuple[int, list[str], list[dict[str, Any]]]:
+    """`corral check --format json` in `root`: its exit code, its findings as `path:line:col CODE message`, and
+    its budget entries."""
+    completed = run_corral("check", "--format", "json", cwd=root)
+    assert completed.returncode in (0, 1), completed.stdout + completed.stderr
+    document = json.loads(completed.stdout)
+    found = [f"{f['path']}:{f['line']}:{f['col']} {f['code']} {f['message']}" for f in document["findings"]]
+    return completed.returncode, found, document["budget"]
 
 
 def run_flake8_crl(*paths: str, cwd: Path) -> subprocess.CompletedProcess[str]:

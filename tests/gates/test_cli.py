@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_corral
+from corral.gates.outputs.rule_docs import DOCS_BASE_URL
 
 SPAWNING = "import threading\nthreading.Thread(target=print).start()\n"
 
@@ -47,7 +48,10 @@ def test_json_output(project) -> None:
                 "col": 1,
                 "code": "CRL101",
                 "message": "threading.Thread outside infra; enqueue a job or call an infra helper instead",
+                "end_line": 2,
+                "end_col": 17,
                 "absolute_path": str(root.resolve() / "app" / "x.py"),
+                "docs_url": f"{DOCS_BASE_URL}crl1.md#crl101",
             }
         ],
         "jobs": [],

@@ -71,7 +71,7 @@ def test_one_worker_too_many_is_reported_on_the_runtime_line_with_the_arithmetic
 
 def test_deployment_settings_from_config(project) -> None:
     assert run_corral("check", cwd=seed_project(project, webhook=8, config="processes = 2\n")).returncode == 1
-    completed = run_corral("check", cwd=seed_project(project, webhook=30, config="max_conns = 100\n"))
+    completed = run_corral("check", cwd=seed_project(project, webhook=30, config="max-conns = 100\n"))
     assert completed.returncode == 0, completed.stdout
     completed = run_corral("check", cwd=seed_project(project, webhook=8, config="reserve = 0.25\n"))
     assert "= 19 > 10 (max_conns 40 x reserve 0.25)" in completed.stdout
@@ -250,7 +250,7 @@ def test_configured_max_conns_stands_in_for_a_pool_sized_at_run_time(project) ->
     assert unproven.returncode == 1 and "CRL302" in unproven.stdout
     assert unproven.stdout.splitlines()[-1].startswith("Found 1 finding")  # the summary stays last
     configured = run_corral(
-        "check", "--budget", cwd=project({**files, "pyproject.toml": "[tool.corral]\nmax_conns = 100\n"})
+        "check", "--budget", cwd=project({**files, "pyproject.toml": "[tool.corral]\nmax-conns = 100\n"})
     )
     assert configured.returncode == 0, configured.stdout
     assert "index 4 + relay 1 = 5 <= 50 (max_conns 100 x reserve 0.5)" in configured.stdout

@@ -1,5 +1,5 @@
 """CRL3: Celery's worker children against the database when Django keeps their connections open, through
-the real `corral check`: concurrency x processes against `max_conns` x `reserve`, only when all are declared."""
+the real `corral check`: concurrency x processes against `max-conns` x `reserve`, only when all are declared."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_corral
+from conftest import run_budget, run_corral
 
 SETTINGS = """
     DATABASES = {
@@ -22,7 +22,7 @@ SETTINGS = """
     CELERY_WORKER_CONCURRENCY = 8
 """
 # 40 x 0.5 = 20 connections for the workers.
-CONFIG = "[tool.corral]\nmax_conns = 40\n"
+CONFIG = "[tool.corral]\nmax-conns = 40\n"
 COMPOSE = """
     services:
       celery:
@@ -52,11 +52,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, str
 
 def check(project: Any, files: dict[str, str]) -> tuple[int, list[str], list[dict[str, Any]]]:
     root = project({"pyproject.toml": CONFIG, "shop/__init__.py": "", **files})
-    completed = run_corral("check", "--format", "json", cwd=root)
-    assert completed.returncode in (0, 1), completed.stdout + completed.stderr
-    document = json.loads(completed.stdout)
-    found = [f"{f['path']}:{f['line']}:{f['col']} {f['code']} {f['message']}" for f in document["findings"]]
-    return completed.returncode, found, document["budget"]
+    return run_budget(root)
 
 
 def test_concurrency_times_replicas_over_the_share_is_crl301_on_the_persistent_setting(project) -> None:
@@ -83,7 +79,7 @@ def test_connections_not_kept_or_no_database_limit_are_not_checked(project) -> N
             CONFIG,
         ),
         (SETTINGS.replace('"CONN_MAX_AGE": 600,', ""), CONFIG),  # Django's default, 0
-        (SETTINGS, "[tool.corral]\n"),  # no max_conns: nothing to check against
+        (SETTINGS, "[tool.corral]\n"),  # no max-conns: nothing to check against
     ):
         root = project({"pyproject.toml": config, "shop/settings.py": settings, "compose.yml": COMPOSE})
         completed = run_corral("check", "--format", "json", cwd=root)
@@ -211,3 +207,25 @@ def test_a_changed_compose_file_is_seen_by_the_next_cached_run(project) -> None:
     completed = run_corral("check", "--budget", cwd=root)
     assert completed.returncode == 0, completed.stdout
     assert "concurrency 8 x processes 2 = 16 <= 20" in completed.stdout
+
+
+def test_an_unreadable_settings_concurrency_matters_only_to_a_worker_that_takes_it(project) -> None:
+    # Celery's command line overrides the setting: with every worker's concurrency on its command
+    # (`--concurrency=10`, `-P solo`), the settings' unreadable value is never used.
+    from_environment = "import os\n" + textwrap.dedent(SETTINGS).replace(
+        "= 8", '= os.environ.get("CELERY_WORKER_CONCURRENCY")'
+    )
+    commanded = COMPOSE.replace("worker -l info", "worker --concurrency=10 -l info")
+    _, found, (entry,) = check(project, {"shop/settings.py": from_environment, "compose.yml": commanded})
+    (finding,) = found  # the budget is counted: over it, not unproven
+    assert finding.startswith("shop/settings.py:6:25 CRL301 ") and "concurrency 10 x processes 3 = 30 > 20" in finding
+    solo = COMPOSE.replace("worker -l info", "worker -P solo")
+    code, found, (entry,) = check(project, {"shop/settings.py": from_environment, "compose.yml": solo})
+    assert (code, found) == (0, [])
+    assert entry["arithmetic"].startswith("concurrency 1 x processes 3 = 3 <= 20")
+    # A second worker with no concurrency on its command takes the settings' value: it cannot be read.
+    mixed = textwrap.dedent(solo) + "  default:\n    image: shop\n    command: celery -A shop worker -Q default\n"
+    _, found, (entry,) = check(project, {"shop/settings.py": from_environment, "compose.yml": mixed})
+    (finding,) = found
+    assert finding.startswith("shop/settings.py:9:1 CRL302 worker_concurrency: os.environ.get(")
+    assert entry["ok"] is None

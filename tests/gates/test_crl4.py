@@ -82,9 +82,9 @@ def test_prefilter_skips_files_without_a_transaction_and_reads_those_without_a_n
     ids=["hashes", "long-import", "many-from", "continuations"],
 )
 def test_prefilter_stays_linear(data: bytes) -> None:
-    started = time.perf_counter()
+    started = time.process_time()
     NetworkInTransaction.might_match(Source(data), CONFIG)
-    assert time.perf_counter() - started < 1
+    assert time.process_time() - started < 1
 
 
 def test_messages_say_what_is_wrong_and_what_to_do() -> None:
@@ -188,9 +188,9 @@ def test_deeply_chained_local_functions_are_visited_once_per_call() -> None:
         f"{helpers}\n    def h40():\n        requests.get(url)\n"
         "    with transaction.atomic():\n        h0()\n"
     )
-    started = time.perf_counter()
+    started = time.process_time()
     result = check_source("app/chain.py", source.encode(), CONFIG)
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
     assert [finding.message.split(" ")[:3] for finding in result.findings] == [["h0()", "calls", "requests.get"]]
 
 

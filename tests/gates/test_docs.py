@@ -21,6 +21,7 @@ FENCED = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
 INLINE_CODE = re.compile(r"`[^`\n]*`")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+HTML_ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
 
 
 def test_generated_pages_are_current() -> None:
@@ -49,7 +50,7 @@ def test_every_code_is_on_its_family_page() -> None:
 
 
 def _anchors(page: Path) -> set[str]:
-    """Every heading anchor GitHub gives the page (a repeated heading gets -1, -2, ...)."""
+    """Every heading anchor GitHub gives the page (a repeated heading gets -1, -2, ...), and its `<a id>`s."""
     text = FENCED.sub("", page.read_text("utf-8"))
     seen: dict[str, int] = {}
     anchors = set()
@@ -58,7 +59,7 @@ def _anchors(page: Path) -> set[str]:
         count = seen.get(slug, 0)
         seen[slug] = count + 1
         anchors.add(slug if count == 0 else f"{slug}-{count}")
-    return anchors
+    return anchors | set(HTML_ANCHOR.findall(text))
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda path: str(path.relative_to(REPO)))
@@ -82,3 +83,15 @@ def test_readme_keeps_the_two_set_up_commands_in_one_block() -> None:
     commands = [[line.split()[0] for line in block.splitlines() if line.startswith("ci/")] for block in blocks]
     assert ["ci/example", "ci/test"] in commands
     assert [command for block in commands for command in block] == ["ci/example", "ci/test"]
+
+
+def test_every_code_links_to_its_anchor_on_its_page() -> None:
+    """`docs_url`, which JSON, SARIF and `corral rule` show, names a page in docs/rules/ and an anchor on it."""
+    from corral.gates.outputs.rule_docs import DOCS_BASE_URL, docs_url
+
+    codes, _, _ = docgen.read_rules()
+    for code in codes:
+        url = docs_url(code)
+        assert url.startswith(DOCS_BASE_URL)
+        page, _, fragment = url.removeprefix(DOCS_BASE_URL).partition("#")
+        assert fragment in _anchors(REPO / "docs" / "rules" / page), f"{url}: no such anchor"

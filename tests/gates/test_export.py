@@ -33,6 +33,22 @@ CONFIG = """
 """
 
 
+def ruff_with_the_fragment(root: Path, fragment: str) -> set[tuple[str, int]]:
+    """The real ruff run on `root` with the fragment merged into its pyproject.toml: where it flags TID251."""
+    with (root / "pyproject.toml").open("a") as pyproject:
+        pyproject.write("\n" + fragment)
+    completed = subprocess.run(
+        [RUFF, "check", "--no-cache", "--output-format", "json", "."], cwd=root, capture_output=True, text=True
+    )
+    assert completed.returncode == 1, completed.stderr
+    # Only TID251 counts: ruff's own default selection (which the fragment extends) varies by version.
+    return {
+        (Path(item["filename"]).relative_to(root).as_posix(), item["location"]["row"])
+        for item in json.loads(completed.stdout)
+        if item["code"] == "TID251"
+    }
+
+
 def test_fragment_bans_every_named_spawner_and_exempts_infra_and_tests(project) -> None:
     root = project({"pyproject.toml": CONFIG})
     completed = run_corral("export", "ruff", cwd=root)
@@ -58,19 +74,7 @@ def test_real_ruff_flags_direct_uses_outside_infra_and_tests(project) -> None:
             "app/test_more.py": DIRECT,
         }
     )
-    fragment = run_corral("export", "ruff", cwd=root, check=True).stdout
-    with (root / "pyproject.toml").open("a") as pyproject:
-        pyproject.write("\n" + fragment)
-    completed = subprocess.run(
-        [RUFF, "check", "--no-cache", "--output-format", "json", "."], cwd=root, capture_output=True, text=True
-    )
-    assert completed.returncode == 1, completed.stderr
-    # Only TID251 counts: ruff's own default selection (which the fragment extends) varies by version.
-    flagged = {
-        (Path(item["filename"]).relative_to(root).as_posix(), item["location"]["row"])
-        for item in json.loads(completed.stdout)
-        if item["code"] == "TID251"
-    }
+    flagged = ruff_with_the_fragment(root, run_corral("export", "ruff", cwd=root, check=True).stdout)
     # The import and the two attribute uses; ruff does not follow the imported name to its call (line 7).
     assert flagged == {("app/jobs.py", 2), ("app/jobs.py", 5), ("app/jobs.py", 6)}
     gate = run_corral("check", "--format", "json", cwd=root)
@@ -85,3 +89,24 @@ def test_config_error_exits_2(project) -> None:
     assert "'infra' must be a list of glob strings" in completed.stderr
     assert completed.stdout == ""
     assert run_corral("export", "mypy", cwd=root).returncode == 2
+
+
+def test_extend_network_is_listed_not_banned_and_real_ruff_leaves_network_calls_alone(project) -> None:
+    configured = CONFIG + '    extend-network = ["boto3.client", "stripe.Charge.create"]\n'
+    network = """
+        import boto3
+        import gevent
+        import stripe
+
+        boto3.client("s3").list_buckets()
+        stripe.Charge.create(amount=100)
+        gevent.spawn(print)
+    """
+    root = project({"pyproject.toml": configured, "app/billing.py": network})
+    fragment = run_corral("export", "ruff", cwd=root, check=True).stdout
+    banned = tomllib.loads(fragment)["tool"]["ruff"]["lint"]["flake8-tidy-imports"]["banned-api"]
+    assert "gevent.spawn" in banned  # extend-spawners: banned
+    assert not {"boto3.client", "stripe.Charge.create"} & set(banned)
+    assert "#   boto3.client\n#   stripe.Charge.create\n" in fragment
+    # gevent.spawn only: the network calls outside jobs are no finding.
+    assert ruff_with_the_fragment(root, fragment) == {("app/billing.py", 7)}

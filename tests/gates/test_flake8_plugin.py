@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import run_corral
 from corral.gates.config import load_config
 from corral.gates.engine.run import check_paths
@@ -218,3 +220,64 @@ def test_undecodable_file_is_crl001_in_both(tmp_path: Path) -> None:
     found = flake8_findings(".", cwd=tmp_path)
     assert found == corral_findings(".", cwd=tmp_path)
     assert {code for *_, code, _ in found} == {"CRL001"}
+
+
+def documented_block(language: str, marker: str) -> str:
+    """The fenced `language` block of docs/integrations.md that holds `marker`."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    (block,) = [body for body in re.findall(rf"```{language}\n(.*?)```", text, re.DOTALL) if marker in body]
+    return block
+
+
+def test_the_documented_require_plugins_makes_flake8_refuse_to_run_without_corral(tmp_path: Path) -> None:
+    # Not `run_flake8_crl`: its --isolated ignores the configuration file this test is about.
+    config = documented_block("ini", "require-plugins")
+    (tmp_path / "x.py").write_text(SPAWNING)
+    (tmp_path / ".flake8").write_text(config)
+    with_corral = subprocess.run([FLAKE8, "x.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert with_corral.returncode == 1
+    assert with_corral.stdout.startswith("x.py:2:1: CRL101 ")
+    # What a flake8 environment without corral does under that setting, shown with a plugin that is missing.
+    (tmp_path / ".flake8").write_text(config.replace("= corral", "= corral-not-installed"))
+    without = subprocess.run([FLAKE8, "x.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert without.returncode != 0
+    assert "required plugins were not installed" in without.stdout + without.stderr
+
+
+def test_the_documented_pre_commit_flake8_hook_installs_corral_beside_flake8() -> None:
+    config = yaml.safe_load(documented_block("yaml", "additional_dependencies"))
+    (hook,) = [hook for repo in config["repos"] if repo["repo"].endswith("/flake8") for hook in repo["hooks"]]
+    assert hook["id"] == "flake8"
+    assert hook["additional_dependencies"] == ["corral"]
+
+
+def _variant_runs() -> list[tuple[Path, str]]:
+    """Every fixture run under settings of its own (`# corral-config[variant]:`: `extend-network`, `strict`...)."""
+    return [
+        (file, variant)
+        for folder in rule_fixture_folders()
+        for file in sorted(folder.rglob("*.py"))
+        for variant in read_expectations(_read(file)).variant_options
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "variant"), _variant_runs(), ids=lambda value: value if isinstance(value, str) else value.stem
+)
+def test_flake8_matches_corral_check_on_fixture_variants(fixture: Path, variant: str, tmp_path: Path) -> None:
+    # The folder-wide run above has one configuration; each variant's settings get a project of their own.
+    shutil.copytree(fixture.parent, tmp_path / "app")
+    expectations = read_expectations(_read(fixture))
+    options = {**expectations.options, **expectations.variant_options[variant]}
+    settings = "".join(f"{key} = {json.dumps(value)}\n" for key, value in options.items())
+    (tmp_path / "pyproject.toml").write_text(f"[tool.corral]\n{settings}")
+    relpath = f"app/{fixture.name}"
+    from_flake8 = flake8_findings(relpath, cwd=tmp_path)
+    assert from_flake8 == corral_findings(relpath, cwd=tmp_path)
+    project = [Finding(*found) for found in project_level([relpath], tmp_path)]
+    expected = [
+        want
+        for want in expectations.findings(variant)
+        if not any(want.accepts(finding) for finding in project if finding.path == relpath)
+    ]
+    assert_matches([Finding(*found) for found in from_flake8], expected, f"{relpath} [{variant}]")

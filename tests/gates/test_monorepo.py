@@ -265,3 +265,25 @@ def test_markdown_and_junit_name_the_file_from_the_repository_top(monorepo: Path
     assert "| services/b/app/workers/pool.py:3:1 | `CRL101` |" in markdown
     junit = run_corral("check", "--format", "junit", cwd=here).stdout
     assert "services/b/app/workers/pool.py:3:1: CRL101" in junit
+
+
+def test_gitlab_names_the_file_from_the_repository_top_with_a_fingerprint_per_service(monorepo: Path) -> None:
+    # Both services hold the same app/domain.py: GitLab keeps one issue per fingerprint, so each is its own.
+    completed = run_corral("check", "--format", "gitlab", cwd=monorepo / "services")
+    assert completed.returncode == 1, completed.stderr
+    issues = json.loads(completed.stdout)
+    assert [issue["location"]["path"] for issue in issues] == [
+        "services/a/app/domain.py",
+        "services/b/app/domain.py",
+        "services/b/app/runtime.py",
+        "services/b/app/workers/pool.py",
+    ]
+    assert len({issue["fingerprint"] for issue in issues}) == len(issues)
+
+
+def test_sarif_fingerprints_read_each_line_in_its_own_project(monorepo: Path) -> None:
+    (run,) = json.loads(run_corral("check", "--format", "sarif", cwd=monorepo).stdout)["runs"]
+    fingerprints = [result["partialFingerprints"]["corralLineHash/v1"] for result in run["results"]]
+    # The same line in both services' domain.py; runtime.py's line is another: none read as an empty line.
+    assert fingerprints[0] == fingerprints[1] != fingerprints[2]
+    assert run["invocations"] == [{"executionSuccessful": True}]

@@ -115,6 +115,24 @@ def test_hooks_fail_on_a_violation_and_pass_once_fixed(hooks: tuple[Path, dict[s
         assert "Passed" in completed.stdout
 
 
+@pytest.mark.timeout(600)
+def test_the_per_file_hook_checks_a_python_script_without_a_suffix(
+    hooks: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    repo, env = hooks
+    project = tmp_path / "project"
+    (project / "scripts").mkdir(parents=True)
+    script = project / "scripts" / "manage"
+    # pre-commit's `types: [python]` takes an executable with a Python shebang for a Python file.
+    script.write_text("#!/usr/bin/env python3\n" + SPAWNING)
+    script.chmod(0o755)
+    git("init", "-q", cwd=project, env=env)
+    git("add", "-A", cwd=project, env=env)
+    completed = try_repo(repo, "corral", project, env)
+    assert completed.returncode == 1, completed.stdout + completed.stderr
+    assert "scripts/manage:4:1: CRL101 threading.Thread outside infra" in completed.stdout
+
+
 def test_files_named_without_config_are_judged_by_their_place(tmp_path: Path) -> None:
     for relpath in ("app/jobs.py", "app/infra/pool.py", "tests/helpers.py"):
         (tmp_path / relpath).parent.mkdir(parents=True, exist_ok=True)

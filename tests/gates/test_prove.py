@@ -34,7 +34,24 @@ def test_every_family_goes_red_on_the_example_service() -> None:
         "CRL3": True,
         "CRL4": True,
     }
+    violations = [plant["violation"] for plant in document["plants"] if plant["family"] == "CRL4"]
+    assert violations == ["a network call inside a transaction", "a job enqueued inside a transaction"]
     assert _digest(REPO / "examples") == before, "prove must never touch the project itself"
+
+
+def test_the_planted_enqueue_is_reported_as_crl402(project) -> None:
+    from corral.gates.cli.prove import Scratch, plant_enqueue_in_transaction
+    from corral.gates.config import load_config
+    from corral.gates.engine.run import check_paths
+
+    root = project({"pyproject.toml": "[tool.corral]\n", "app/models.py": "x = 1\n"})
+    config = load_config([str(root)], None)
+    plant = plant_enqueue_in_transaction(Scratch(root, config, check_paths([str(root)], config, use_cache=False)))
+    assert plant is not None
+    found = check_paths([str(root)], config, use_cache=False).findings
+    assert [(finding.line, finding.code) for finding in found if finding.path == plant.relpath] == [
+        (plant.line, "CRL402")
+    ]
 
 
 def test_text_table(project) -> None:

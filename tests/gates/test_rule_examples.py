@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from corral.gates.config import ConfigError
-from corral.gates.engine.run import check_files, unusable_config
+from corral.gates.engine.run import check_sources, unusable_config
 from corral.gates.findings import Finding
 from corral.gates.rules import CODES, RULES
 from corral.gates.rules.base import EngineCodes
@@ -32,7 +32,7 @@ def example_findings(source: str, expectations: Expectations, variant: str | Non
         config = expectations.config(variant)
     except ConfigError as error:
         return [unusable_config(RELPATH, error)]
-    return check_files([(RELPATH, source.encode())], config)
+    return check_sources([(RELPATH, source.encode())], config).findings
 
 
 @pytest.mark.parametrize(("declaration", "kind", "example"), CASES)

@@ -32,8 +32,18 @@ def _parameters(function: Callable[..., Any]) -> dict[str, inspect.Parameter]:
 
 @pytest.mark.parametrize(
     ("names", "cls"),
-    [(corral_framework.QUEUE_CLASSES, Queue), (connection_budget.QUEUES, Queue), (connection_budget.RUNTIMES, Runtime)],
-    ids=["frameworks.corral.QUEUE_CLASSES", "connection_budget.QUEUES", "connection_budget.RUNTIMES"],
+    [
+        (corral_framework.QUEUE_CLASSES, Queue),
+        (corral_framework.RUNTIME_CLASSES, Runtime),
+        (connection_budget.QUEUES, Queue),
+        (connection_budget.RUNTIMES, Runtime),
+    ],
+    ids=[
+        "frameworks.corral.QUEUE_CLASSES",
+        "frameworks.corral.RUNTIME_CLASSES",
+        "connection_budget.QUEUES",
+        "connection_budget.RUNTIMES",
+    ],
 )
 def test_qualified_names_are_where_the_class_is_defined_and_exported(names: frozenset[str], cls: type) -> None:
     assert {f"{cls.__module__}.{cls.__qualname__}", f"corral.runtime.{cls.__name__}"} == set(names)
@@ -105,3 +115,11 @@ def test_the_keywords_the_gate_does_not_read_are_no_budget_input() -> None:
     )
     assert other.budget().describe() == plain.budget().describe()
     assert _parameters(Runtime.__init__)["include"].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def test_enqueue_and_publish_write_in_the_callers_transaction_only_when_given_conn() -> None:
+    # CRL402 reports `runtime.enqueue(...)` / `publish(...)` inside a transaction unless `conn=` is given.
+    for method in corral_framework.ENQUEUE_METHODS:
+        parameter = _parameters(getattr(Runtime, method))[corral_framework.IN_TRANSACTION]
+        assert parameter.kind is inspect.Parameter.KEYWORD_ONLY, method
+        assert parameter.default is None, method  # left out: the runtime's own connection

@@ -57,6 +57,12 @@ class Cli:
             stderr=subprocess.DEVNULL,
         )
 
+    def spawn(self, *args: str, **extra: str) -> subprocess.Popen[str]:
+        """Start ``corral ARGS...`` with its output piped (text), for a test that reads it while it runs."""
+        return subprocess.Popen(
+            [*CLI, *args], env=self.env(**extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
     def python(self, code: str, *, timeout: float = 30, **extra: str) -> None:
         """Run a snippet with the test apps importable (e.g. to enqueue from another process)."""
         subprocess.run([sys.executable, "-c", code], env=self.env(**extra), check=True, timeout=timeout)

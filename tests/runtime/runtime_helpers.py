@@ -7,6 +7,7 @@ what is really stored, through the database's own driver, not through the store 
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -82,3 +83,12 @@ def make_runtime(db: Backend, queues: list[Queue], **kwargs: Any) -> Runtime:
     kwargs.setdefault("retry_base", 0.02)
     kwargs.setdefault("rescue_interval", 0.2)
     return Runtime(queues=queues, store=db.url, **kwargs)
+
+
+def alive(pid: int) -> bool:
+    """Whether a process of this pid exists (a child counts until it is reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

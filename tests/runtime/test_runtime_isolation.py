@@ -23,17 +23,9 @@ import pytest
 from corral.runtime import ConfigError, JobContext, Queue
 from corral.runtime.infra import ProcessPool
 from corral.runtime.isolation import serve_imported
-from runtime_helpers import Backend, make_runtime
+from runtime_helpers import Backend, alive, make_runtime
 
 APPS = Path(__file__).parent / "apps"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @dataclass
@@ -71,7 +63,7 @@ class Timeline:
         self.read()
         now = time.monotonic()
         for run in self.runs.values():
-            if run.end is None and _alive(run.pid):
+            if run.end is None and alive(run.pid):
                 run.last_alive = now
 
     async def sample_while(self, work: Any) -> Any:
@@ -111,7 +103,7 @@ def timeline(tmp_path: Path) -> Iterator[Timeline]:
     line = Timeline(tmp_path / "runs.log")
     yield line
     line.read()
-    assert not [run.pid for run in line.runs.values() if _alive(run.pid)], "children outlived the runtime"
+    assert not [run.pid for run in line.runs.values() if alive(run.pid)], "children outlived the runtime"
 
 
 def test_isolation_defaults_and_bad_values() -> None:
@@ -366,7 +358,7 @@ def test_a_spawned_child_imports_the_job_by_module_and_qualname(monkeypatch: pyt
         finally:
             pids = pool.pids
             await pool.stop()
-            assert not [pid for pid in pids if _alive(pid)]
+            assert not [pid for pid in pids if alive(pid)]
 
     monkeypatch.syspath_prepend(str(APPS))  # the child imports with the parent's sys.path
     monkeypatch.setenv("CORRAL_TEST_STORE", "memory://")  # isolationapp builds its runtime at import
@@ -414,7 +406,7 @@ def test_sigterm_kills_the_children_at_grace_and_releases_their_jobs(cli: Any, d
             worker.kill()
     assert 2.0 <= took < 2.0 + 1.5  # grace, then SIGKILL of the children and exit
     pids = [pid for _, _, pid in _read_starts(log)]
-    assert not [pid for pid in pids if _alive(pid)]  # no orphans
+    assert not [pid for pid in pids if alive(pid)]  # no orphans
     rows = db.rows("SELECT state, attempt FROM corral_jobs")
     assert rows == [{"state": "waiting", "attempt": 0}] * 2  # released: nothing left running, no attempt spent
 
@@ -435,7 +427,7 @@ def test_children_die_with_a_sigkilled_worker_and_the_job_is_rescued(cli: Any, d
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
         ((_, _, child),) = _read_starts(log)
-        _wait_for(lambda: not _alive(child), 3)  # it died with its parent, long before its timeout
+        _wait_for(lambda: not alive(child), 3)  # it died with its parent, long before its timeout
     finally:
         if first.poll() is None:
             first.kill()
@@ -502,11 +494,11 @@ def test_an_idle_child_that_died_is_replaced_without_failing_the_next_request() 
         finally:
             pids = pool.pids
             await pool.stop()
-            assert not [pid for pid in pids if _alive(pid)]
+            assert not [pid for pid in pids if alive(pid)]
 
     idle, reply, pids = asyncio.run(main())
     assert reply["echo"] == 7 and reply["pid"] != idle
-    assert not _alive(idle)  # reaped, not left a zombie
+    assert not alive(idle)  # reaped, not left a zombie
     assert pids == [reply["pid"]]  # the new child is back in the pool
 
 

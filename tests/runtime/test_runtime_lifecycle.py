@@ -372,10 +372,10 @@ def test_jobs_cli_counts_and_failed(cli: Any, db: Backend) -> None:
     result = cli.run("jobs", "crashapp:runtime")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["queue", "waiting", "running", "retrying", "failed", "done"]
-    assert lines[1].split() == ["work", "1", "0", "0", "1", "2"]
-    assert lines[2].split() == ["hang", "0", "0", "0", "0", "0"]
-    failed = cli.run("jobs", "crashapp:runtime", "--failed")
+    assert lines[0].split() == ["queue", "waiting", "running", "retrying", "failed", "done", "cancelled"]
+    assert lines[1].split() == ["work", "1", "0", "0", "1", "2", "0"]
+    assert lines[2].split() == ["hang", "0", "0", "0", "0", "0", "0"]
+    failed = cli.run("jobs", "crashapp:runtime", "list", "--state", "failed")
     assert failed.returncode == 0, failed.stderr
     assert "work/crash.step attempt 1/1" in failed.stdout and "ValueError: n must not be 1" in failed.stdout
     bad = cli.run("jobs", "nosuchthing")

@@ -18,7 +18,7 @@ import pytest
 from conftest import Cli
 from corral.runtime import BudgetError, ConfigError, JobContext, Queue, Runtime, StoreUnavailable
 from corral.runtime.stores.postgres import SCHEMA_VERSION, PostgresStore
-from corral.runtime.stores.protocol import NewJob
+from corral.runtime.stores.protocol import JobFilter, NewJob
 from psycopg_pool import AsyncConnectionPool
 from runtime_helpers import PostgresBackend, make_runtime
 
@@ -88,12 +88,12 @@ def test_open_refuses_an_unmigrated_database_and_migrate_is_idempotent(pg_server
     try:
 
         async def main() -> None:
-            with pytest.raises(StoreUnavailable, match=r"version 0, this corral needs 2: run `corral migrate"):
+            with pytest.raises(StoreUnavailable, match=r"version 0, this corral needs 3: run `corral migrate"):
                 await Runtime(queues=[], store=url).start()
             stores = [PostgresStore(url, max_size=1, min_size=1) for _ in range(3)]
             applied = await asyncio.gather(*(store.migrate() for store in stores))  # concurrent migrators
-            assert SCHEMA_VERSION == 2
-            assert sorted(applied) == [[], [], [1, 2]]
+            assert SCHEMA_VERSION == 4
+            assert sorted(applied) == [[], [], [1, 2, 3, 4]]
             assert await stores[0].migrate() == []
             await asyncio.gather(*(store.close() for store in stores))
             async with Runtime(queues=[], store=url) as runtime:
@@ -101,7 +101,8 @@ def test_open_refuses_an_unmigrated_database_and_migrate_is_idempotent(pg_server
 
         asyncio.run(main())
         with psycopg.connect(url) as conn:
-            assert conn.execute("SELECT version FROM corral_schema_version ORDER BY version").fetchall() == [(1,), (2,)]
+            versions = conn.execute("SELECT version FROM corral_schema_version ORDER BY version").fetchall()
+            assert versions == [(1,), (2,), (3,)]
     finally:
         pg_server.drop_database(url)
 
@@ -112,11 +113,11 @@ def test_migrate_cli(pg_server: Any) -> None:
         cli = Cli(_UrlBackend(url))
         first = cli.run("migrate", "pgapp:runtime")
         assert first.returncode == 0, first.stderr
-        assert "applied schema version(s) 1, 2" in first.stdout
+        assert "applied schema version(s) 1, 2, 3, 4" in first.stdout
         again = cli.run("migrate", "pgapp:runtime")
         assert again.returncode == 0 and "schema up to date" in again.stdout
         jobs = cli.run("jobs", "pgapp:runtime")
-        assert jobs.returncode == 0 and jobs.stdout.splitlines()[1].split() == ["work", "0", "0", "0", "0", "0"]
+        assert jobs.returncode == 0 and jobs.stdout.splitlines()[1].split() == ["work", *["0"] * 6]
     finally:
         pg_server.drop_database(url)
 
@@ -397,3 +398,26 @@ def test_server_restart_under_running_workers(pg_server: Any, pg: PostgresBacken
     assert codes == [0, 0]
     ran = {int(line.split()[0]) for line in log.read_text().splitlines()}
     assert ran == set(range(total + 1))
+
+
+def test_open_existing_read_only_keeps_the_urls_options_and_refuses_writes(pg: PostgresBackend) -> None:
+    async def main() -> None:
+        store = PostgresStore(pg.url, max_size=2, min_size=1)
+        await store.open_existing(read_only=True)
+        try:
+            assert await store.list_jobs(JobFilter()) == []  # the URL's search_path still holds: the schema was found
+            with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+                await store.enqueue([NewJob("q", "k", "{}", None, time.time(), 1, 30.0)])
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
+def test_open_existing_refuses_a_database_without_the_schema(pg_server: Any) -> None:
+    url = pg_server.create_database("bare")
+    try:
+        with pytest.raises(StoreUnavailable, match="the schema is at version 0, this corral needs"):
+            asyncio.run(PostgresStore(url, max_size=1, min_size=1).open_existing(read_only=True))
+    finally:
+        pg_server.drop_database(url)

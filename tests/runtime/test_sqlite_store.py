@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from corral.runtime import StoreUnavailable
-from corral.runtime.stores.protocol import PeriodicSpec, QueueCounts, RelayPass
+from corral.runtime.stores.protocol import JobFilter, NewJob, PeriodicSpec, QueueCounts, RelayPass
 from corral.runtime.stores.sqlite import SCHEMA_VERSION, SqliteStore
 
 OPEN_AND_CLOSE = """
@@ -146,9 +146,15 @@ def test_a_new_database_gets_every_version_once(tmp_path: Path) -> None:
         await second.close()
         return applied, again, later
 
-    assert asyncio.run(main()) == ([1, 2, 3], [], [])
-    assert SCHEMA_VERSION == 3
-    assert [row[0] for row in _read(path, "SELECT version FROM corral_schema_version ORDER BY version")] == [1, 2, 3]
+    assert asyncio.run(main()) == ([1, 2, 3, 4, 5], [], [])
+    assert SCHEMA_VERSION == 5
+    assert [row[0] for row in _read(path, "SELECT version FROM corral_schema_version ORDER BY version")] == [
+        1,
+        2,
+        3,
+        4,
+        5,
+    ]
 
 
 def test_a_database_without_versions_is_upgraded_in_place_without_losing_jobs(tmp_path: Path) -> None:
@@ -158,7 +164,7 @@ def test_a_database_without_versions_is_upgraded_in_place_without_losing_jobs(tm
 
     async def main() -> None:
         store = SqliteStore(path=path)
-        assert await store.migrate() == [2, 3]  # version 1 is what the file already has
+        assert await store.migrate() == [2, 3, 4, 5]  # version 1 is what the file already has
         try:
             assert (await store.counts())["q"] == QueueCounts(waiting=1, retrying=1, done=1)
             # the lease taken before the upgrade still holds, and still belongs to its holder
@@ -181,7 +187,7 @@ def test_a_database_without_versions_is_upgraded_in_place_without_losing_jobs(tm
             await store.close()
 
     asyncio.run(main())
-    assert _read(path, "SELECT version FROM corral_schema_version ORDER BY version") == [(1,), (2,), (3,)]
+    assert _read(path, "SELECT version FROM corral_schema_version ORDER BY version") == [(1,), (2,), (3,), (4,), (5,)]
     assert [column[1] for column in _read(path, "PRAGMA table_info(corral_key_leases)")] == [
         "queue",
         "key",
@@ -190,8 +196,9 @@ def test_a_database_without_versions_is_upgraded_in_place_without_losing_jobs(tm
         "busy_until",
     ]
     after = _read(path, "SELECT * FROM corral_jobs WHERE state = 'done' ORDER BY id")
-    # untouched by the upgrade, but for the crash count it added (none yet)
-    assert after == [(*row, 0) for row in before if row[5] == "done"]
+    # untouched by the upgrade, but for the columns it added: the crash count (none yet), the priority
+    # (the default) and the unique key and its states (none)
+    assert after == [(*row, 0, 0, None, None) for row in before if row[5] == "done"]
 
 
 def test_a_database_newer_than_this_corral_is_refused(tmp_path: Path) -> None:
@@ -202,5 +209,53 @@ def test_a_database_newer_than_this_corral_is_refused(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     store = SqliteStore(path=path)
-    with pytest.raises(StoreUnavailable, match=r"the schema is at version 99, newer than this corral knows \(3\)"):
+    with pytest.raises(
+        StoreUnavailable, match=rf"the schema is at version 99, newer than this corral knows \({SCHEMA_VERSION}\)"
+    ):
         asyncio.run(store.open())
+
+
+def _new_job() -> NewJob:
+    return NewJob(queue="q", kind="k", args_json="{}", key=None, run_at=time.time(), max_attempts=1, lease_seconds=30)
+
+
+def test_open_existing_never_creates_the_file_and_read_only_refuses_writes(tmp_path: Path) -> None:
+    missing = tmp_path / "elsewhere.db"
+    with pytest.raises(StoreUnavailable, match=f"no SQLite store at {missing}: it is never created"):
+        asyncio.run(SqliteStore(path=missing).open_existing(read_only=True))
+    with pytest.raises(StoreUnavailable, match="no SQLite store at"):
+        asyncio.run(SqliteStore(path=missing).open_existing(read_only=False))
+    assert not missing.exists()
+
+    path = tmp_path / "jobs.db"
+    asyncio.run(SqliteStore(path=path).migrate())
+
+    async def read_then_write(read_only: bool) -> None:
+        store = SqliteStore(path=path)
+        await store.open_existing(read_only=read_only)
+        try:
+            assert await store.list_jobs(JobFilter()) == []
+            await store.enqueue([_new_job()])
+        finally:
+            await store.close()
+
+    with pytest.raises(StoreUnavailable, match="readonly database"):
+        asyncio.run(read_then_write(read_only=True))
+    asyncio.run(read_then_write(read_only=False))
+
+
+def test_open_existing_refuses_a_file_that_is_not_a_store_or_not_migrated(tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.close()
+    with pytest.raises(StoreUnavailable, match="is not a corral store"):
+        asyncio.run(SqliteStore(path=other).open_existing(read_only=True))
+    old = tmp_path / "old.db"
+    conn = sqlite3.connect(old)
+    conn.execute("CREATE TABLE corral_schema_version (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)")
+    conn.execute("INSERT INTO corral_schema_version VALUES (1, 0)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(
+        StoreUnavailable, match=f"at version 1, this corral needs {SCHEMA_VERSION}: run `corral migrate"
+    ):
+        asyncio.run(SqliteStore(path=old).open_existing(read_only=True))

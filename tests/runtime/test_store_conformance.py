@@ -22,8 +22,10 @@ from corral.runtime.stores import SCHEMES
 from corral.runtime.stores.memory import MemoryStore
 from corral.runtime.stores.postgres import PostgresStore
 from corral.runtime.stores.protocol import (
+    UNIQUE_ALWAYS,
     Completion,
     HeldLease,
+    JobFilter,
     NewJob,
     PeriodicSpec,
     QueueCounts,
@@ -87,6 +89,9 @@ def new_job(
     delay: float = 0.0,
     max_attempts: int = 3,
     lease_seconds: float = 30.0,
+    priority: int = 0,
+    unique: str | None = None,
+    unique_states: tuple[str, ...] = UNIQUE_ALWAYS,
 ) -> NewJob:
     return NewJob(
         queue=queue,
@@ -96,6 +101,9 @@ def new_job(
         run_at=time.time() + delay,
         max_attempts=max_attempts,
         lease_seconds=lease_seconds,
+        priority=priority,
+        unique_key=unique,
+        unique_states=unique_states,
     )
 
 
@@ -137,6 +145,159 @@ def test_claim_sees_only_its_queue_and_jobs_already_due(make_store: StoreFactory
         assert await store.claim("q", 10, "w") == []
         assert [job.id for job in await store.claim("other", 10, "w")] == [other]
         assert await state_of(store, future) == "waiting"
+
+    drive(make_store, scenario)
+
+
+def test_claims_take_the_highest_priority_first_then_the_oldest_due(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        low_old, high, mid, high_later, high_future = await store.enqueue(
+            [
+                new_job(priority=0, delay=-10),
+                new_job(priority=3, delay=-1),
+                new_job(priority=1, delay=-5),
+                new_job(priority=3, delay=-0.5),
+                new_job(priority=3, delay=60),  # not due: it takes nobody's place
+            ]
+        )
+        first = await store.claim("q", 2, "w")
+        assert [(job.id, job.priority) for job in first] == [(high, 3), (high_later, 3)]
+        assert [job.id for job in await store.claim("q", 10, "w")] == [mid, low_old]
+        assert await state_of(store, high_future) == "waiting"
+        # A retry keeps its priority: it goes ahead of the lower ones again.
+        (plain,) = await store.enqueue([new_job(priority=0, delay=-100)])
+        await store.fail(high, first[0].token, error="E", traceback=None, retry_at=time.time() - 1)
+        assert [job.id for job in await store.claim("q", 1, "w")] == [high]
+        assert [job.id for job in await store.claim("q", 1, "w")] == [plain]
+
+    drive(make_store, scenario)
+
+
+def test_keyed_claims_take_the_highest_priority_first_within_and_across_keys(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        a_low, a_high, b_mid, plain_low = await store.enqueue(
+            [
+                new_job(key="a", priority=0, delay=-10),
+                new_job(key="a", priority=2, delay=-1),
+                new_job(key="b", priority=1, delay=-5),
+                new_job(priority=0, delay=-20),
+            ]
+        )
+        claimed = await store.claim("q", 2, "w", per_key=1)
+        assert [job.id for job in claimed] == [a_high, b_mid]  # a's slot goes to its higher job
+        assert [job.id for job in await store.claim("q", 10, "w", per_key=1)] == [plain_low]
+        await store.release_key_lease("q", "a", holder=attempt_holder(a_high, FIRST_CLAIM))
+        assert [job.id for job in await store.claim("q", 10, "w", per_key=1)] == [a_low]
+
+    drive(make_store, scenario)
+
+
+# -- unique jobs ----------------------------------------------------------------------------------
+
+
+def test_a_unique_key_is_held_while_waiting_running_or_retrying_and_free_once_finished(
+    make_store: StoreFactory,
+) -> None:
+    async def scenario(store: Store) -> None:
+        (first,) = await store.enqueue([new_job(unique="u", args={"n": 1})])
+        assert not first.duplicate
+        (again,) = await store.enqueue([new_job(unique="u", args={"n": 2})])
+        assert (again, again.duplicate) == (first, True)
+        # In one batch: a held key, a new key twice, a job without a key.
+        held, new, new_twice, plain = await store.enqueue(
+            [new_job(unique="u"), new_job(unique="v"), new_job(unique="v"), new_job()]
+        )
+        assert (held, held.duplicate) == (first, True)
+        assert not new.duplicate and not plain.duplicate and new != plain
+        assert (new_twice, new_twice.duplicate) == (new, True)
+        assert (await store.counts())["q"] == QueueCounts(waiting=3)
+        claimed = {job.id: job for job in await store.claim("q", 10, "w")}
+        assert (await store.enqueue([new_job(unique="u")]))[0].duplicate  # running
+        await store.fail(first, claimed[first].token, error="E", traceback=None, retry_at=time.time() + 60)
+        assert (await store.enqueue([new_job(unique="u")]))[0].duplicate  # retrying
+        await store.complete([Completion(new, claimed[new].token, None)])
+        (after_done,) = await store.enqueue([new_job(unique="v")])
+        assert not after_done.duplicate and after_done != new  # done: the key is free again
+        (other_queue,) = await store.enqueue([new_job("other", unique="w")])
+        assert (await store.enqueue([new_job(unique="w")]))[0] == other_queue  # a key is not per queue
+        assert (await store.counts())["q"].waiting == 1
+
+    drive(make_store, scenario)
+
+
+def test_unique_states_can_hold_the_key_in_final_states_too(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        with_done = (*UNIQUE_ALWAYS, "done")
+        with_failed = (*UNIQUE_ALWAYS, "failed")
+        done, failed = await store.enqueue(
+            [new_job(unique="d", unique_states=with_done), new_job(unique="f", unique_states=with_failed)]
+        )
+        claimed = {job.id: job for job in await store.claim("q", 10, "w")}
+        await store.complete([Completion(done, claimed[done].token, None)])
+        await store.fail(failed, claimed[failed].token, error="E", traceback=None, retry_at=None)
+        assert (await store.enqueue([new_job(unique="d", unique_states=with_done)]))[0] == done
+        assert (await store.enqueue([new_job(unique="f", unique_states=with_failed)]))[0] == failed
+        # A key is held by the states of the job that has it, not of the one enqueued now.
+        (fresh,) = await store.enqueue([new_job(unique="f")])
+        assert fresh.duplicate and fresh == failed
+
+    drive(make_store, scenario)
+
+
+# -- cancelling -----------------------------------------------------------------------------------
+
+
+def test_cancel_ends_waiting_and_running_jobs_and_their_attempts_cannot_settle_them(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        waiting, running, retrying, done, later = await store.enqueue(
+            [new_job(delay=-3), new_job(delay=-2), new_job(delay=-1), new_job(delay=-0.5), new_job(delay=60)]
+        )
+        claimed = {job.id: job for job in await store.claim("q", 10, "w")}
+        assert set(claimed) == {waiting, running, retrying, done}
+        await store.fail(retrying, claimed[retrying].token, error="E", traceback=None, retry_at=time.time() + 60)
+        await store.complete([Completion(done, claimed[done].token, None)])
+        await store.release(waiting, claimed[waiting].token)
+        assert await store.cancel([]) == []
+        assert await store.cancel([later, running, done, 10**9, retrying, waiting]) == [
+            later,
+            running,
+            retrying,
+            waiting,
+        ]
+        assert await store.cancel([running]) == []  # cancelled is final: once
+        states = await store.job_states([waiting, running, retrying, done, later])
+        assert {job_id: state.state for job_id, state in states.items()} == {
+            waiting: "cancelled",
+            running: "cancelled",
+            retrying: "cancelled",
+            done: "done",
+            later: "cancelled",
+        }
+        assert (await store.counts())["q"] == QueueCounts(done=1, cancelled=4)
+        token = claimed[running].token
+        # Its attempt ends afterwards: whatever it records, the job stays cancelled and never runs again.
+        await store.complete([Completion(running, token, json.dumps("late"))])
+        assert not await store.fail(running, token, error="E", traceback=None, retry_at=time.time() - 1)
+        await store.snooze(running, token, seconds=0)
+        assert not await store.renew(running, token, seconds=60, key=None)
+        assert (await store.job_states([running]))[running].result_json is None
+        await asyncio.sleep(PAST_SHORT)
+        assert await store.rescue_expired() == 0
+        assert await store.claim("q", 10, "w") == []
+        assert await state_of(store, running) == "cancelled"
+
+    drive(make_store, scenario)
+
+
+def test_a_cancelled_unique_job_frees_its_key(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        (first,) = await store.enqueue([new_job(unique="u")])
+        assert await store.cancel([first]) == [first]
+        (second,) = await store.enqueue([new_job(unique="u")])
+        assert not second.duplicate and second != first
+        (kept,) = await store.enqueue([new_job(unique="c", unique_states=(*UNIQUE_ALWAYS, "cancelled"))])
+        await store.cancel([kept])
+        assert (await store.enqueue([new_job(unique="c")]))[0] == kept
 
     drive(make_store, scenario)
 
@@ -617,3 +778,190 @@ def test_a_free_key_is_leased_while_the_pruner_deletes_free_slot_rows(make_store
             assert leased, f"key-{index}"
 
     drive(make_store, scenario)
+
+
+# -- operating: what `corral jobs` and the dashboard read and change --------------------------------
+
+
+def test_every_ended_attempt_is_recorded_and_refunded_ones_are_not(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        (job_id,) = await store.enqueue([new_job(max_attempts=4, lease_seconds=SHORT)])
+        (first,) = await store.claim("q", 1, "w1")
+        await store.release(job_id, first.token)  # refunded: no attempt ended
+        (first,) = await store.claim("q", 1, "w1")
+        await store.fail(job_id, first.token, error="E: boom", traceback="tb 1", retry_at=time.time())
+        (second,) = await store.claim("q", 1, "w2")
+        await store.fail(job_id, second.token, error="crashed", traceback=None, retry_at=time.time(), crashed=True)
+        assert len(await store.claim("q", 1, "w3")) == 1
+        await asyncio.sleep(PAST_SHORT)
+        assert await store.rescue_expired() == 1
+        await asyncio.sleep(PAST_SHORT)
+        (fourth,) = await store.claim("q", 1, "w4")
+        await store.complete([Completion(job_id, fourth.token, json.dumps(4))])
+        attempts = await store.attempts(job_id)
+        assert [(a.job_id, a.attempt, a.outcome, a.worker_id, a.crashed) for a in attempts] == [
+            (job_id, 1, "retrying", "w1", False),
+            (job_id, 2, "retrying", "w2", True),
+            (job_id, 3, "retrying", "w3", False),
+            (job_id, 4, "done", "w4", False),
+        ]
+        assert [(a.error, a.traceback) for a in attempts] == [
+            ("E: boom", "tb 1"),
+            ("crashed", None),
+            (rescue_error("w3", 3), None),
+            (None, None),
+        ]
+        for attempt in attempts:
+            assert attempt.started_at is not None and attempt.started_at <= attempt.finished_at + 1
+            assert abs(attempt.finished_at - time.time()) < 30
+        assert await store.attempts(10**9) == []
+        ended = await store.finished_since(time.time() - 60)
+        assert [(queue, outcome) for queue, outcome, _ in ended] == [("q", "retrying")] * 3 + [("q", "done")]
+        assert await store.finished_since(time.time() + 60) == []
+
+    drive(make_store, scenario)
+
+
+def test_list_jobs_filters_newest_first_and_job_shows_one(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        assert await store.list_jobs(JobFilter()) == [] and await store.job(1) is None
+        before = time.time() - 1
+        ids = await store.enqueue(
+            [new_job("a", kind="k1", args={"n": 1}, key="x"), new_job("a", kind="k2"), new_job("b", delay=60)]
+        )
+        (claimed,) = await store.claim("a", 1, "w")
+        await store.fail(claimed.id, claimed.token, error="E", traceback="tb", retry_at=None)
+        assert [job.id for job in await store.list_jobs(JobFilter())] == ids[::-1]
+        assert [job.id for job in await store.list_jobs(JobFilter(limit=2))] == ids[:0:-1]
+        assert [job.id for job in await store.list_jobs(JobFilter(queue="a"))] == ids[1::-1]
+        assert [job.id for job in await store.list_jobs(JobFilter(kind="k1"))] == [ids[0]]
+        assert [job.id for job in await store.list_jobs(JobFilter(state="failed"))] == [ids[0]]
+        assert [job.id for job in await store.list_jobs(JobFilter(queue="b", state="waiting"))] == [ids[2]]
+        assert await store.list_jobs(JobFilter(since=time.time() + 60)) == []
+        assert len(await store.list_jobs(JobFilter(since=before))) == 3
+        job = await store.job(ids[0])
+        assert job is not None
+        assert (job.queue, job.kind, json.loads(job.args_json), job.key, job.state) == (
+            "a",
+            "k1",
+            {"n": 1},
+            "x",
+            "failed",
+        )
+        assert (job.attempt, job.max_attempts, job.error, job.traceback, job.worker_id) == (1, 3, "E", "tb", None)
+        assert job.started_at is not None and job.finished_at is not None and job.lease_until is None
+        assert job.enqueued_at >= before and job.result_json is None and job.crashes == 0
+        later = await store.job(ids[2])
+        assert later is not None and later.run_at > time.time() + 30 and later.started_at is None
+
+    drive(make_store, scenario)
+
+
+def test_retry_failed_gives_failed_jobs_a_fresh_start_and_skips_the_others(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        ids = await store.enqueue(
+            [new_job("a", max_attempts=1), new_job("a", max_attempts=1), new_job("b", max_attempts=1)]
+        )
+        (waiting,) = await store.enqueue([new_job("a", delay=60)])
+        for queue in ("a", "b"):
+            for job in await store.claim(queue, 10, "w"):
+                await store.fail(job.id, job.token, error="E", traceback=None, retry_at=None, crashed=True)
+        assert await store.retry_failed([ids[0], waiting, 10**9]) == [ids[0]]
+        retried = await store.job(ids[0])
+        assert retried is not None
+        assert (retried.state, retried.attempt, retried.crashes, retried.finished_at, retried.error) == (
+            "waiting",
+            0,
+            0,
+            None,
+            None,
+        )
+        assert await store.retry_failed(None, queue="b") == [ids[2]]
+        assert await store.retry_failed(None) == [ids[1]]
+        assert await store.retry_failed(None) == []
+        assert {job.id: job.attempt for job in await store.claim("a", 10, "w")} == {ids[0]: 1, ids[1]: 1}
+        assert len(await store.attempts(ids[0])) == 1  # the history stays
+
+    drive(make_store, scenario)
+
+
+def test_retry_failed_leaves_a_unique_job_whose_key_is_held_and_retries_one_of_a_key(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        async def enqueue_and_fail(unique: str) -> int:
+            (job_id,) = await store.enqueue([new_job("u", unique=unique, max_attempts=1)])
+            (job,) = await store.claim("u", 10, "w")
+            await store.fail(job.id, job.token, error="E", traceback=None, retry_at=None)
+            return job_id
+
+        held = await enqueue_and_fail("k")
+        (holder,) = await store.enqueue([new_job("u", unique="k", delay=60)])  # the key is free: a new holder
+        older, newer = await enqueue_and_fail("m"), await enqueue_and_fail("m")
+        # `held` waiting again would be a second holder of "k"; of the two failed "m" jobs only one may be.
+        assert await store.retry_failed(None) == [older]
+        assert await state_of(store, held) == "failed" and await state_of(store, newer) == "failed"
+        await store.cancel([holder])
+        assert await store.retry_failed([held, newer]) == [held]  # "k" is free now; "m" still held
+
+    drive(make_store, scenario)
+
+
+def test_purge_deletes_final_jobs_older_than_asked_with_their_attempts(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        done, failed, running = await store.enqueue([new_job(), new_job(max_attempts=1), new_job()])
+        (waiting,) = await store.enqueue([new_job(delay=60)])
+        claimed = {job.id: job for job in await store.claim("q", 3, "w")}
+        await store.complete([Completion(done, claimed[done].token, None)])
+        await store.fail(failed, claimed[failed].token, error="E", traceback=None, retry_at=None)
+        with pytest.raises(ConfigError, match="final states only"):
+            await store.purge(states=["done", "waiting"], older_than=0)
+        with pytest.raises(ConfigError, match="final states only"):
+            await store.purge(states=[], older_than=0)
+        await asyncio.sleep(PAST_SHORT)
+        assert await store.purge(states=["done", "failed"], older_than=3600) == 0
+        assert await store.purge(states=["failed"], older_than=SHORT) == 1
+        assert await store.attempts(failed) == []
+        assert await store.purge(states=["done", "failed"], older_than=SHORT) == 1
+        assert set(await store.job_states([done, failed, running, waiting])) == {running, waiting}
+
+    drive(make_store, scenario)
+
+
+def test_key_leases_lists_the_held_slots(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        assert await store.key_leases() == []
+        assert await store.acquire_key_lease("q", "k", holder=7, limit=2, seconds=60)
+        assert await store.acquire_key_lease("q", "k", holder=8, limit=2, seconds=60)
+        assert await store.acquire_key_lease("q", "short", holder=9, limit=1, seconds=SHORT)
+        leases = await store.key_leases()
+        assert [(lease.queue, lease.key, lease.holder) for lease in leases] == [
+            ("q", "k", 7),
+            ("q", "k", 8),
+            ("q", "short", 9),
+        ]
+        assert sorted(lease.slot for lease in leases[:2]) == [0, 1] and leases[0].busy_until > time.time() + 30
+        await store.release_key_lease("q", "k", holder=7)
+        await asyncio.sleep(PAST_SHORT)
+        assert [(lease.key, lease.holder) for lease in await store.key_leases()] == [("k", 8)]
+
+    drive(make_store, scenario)
+
+
+def test_open_existing_reads_a_migrated_store(make_store: StoreFactory) -> None:
+    async def main() -> None:
+        store = make_store()
+        await store.migrate()
+        await store.open()
+        (job_id,) = await store.enqueue([new_job()])
+        if isinstance(store, MemoryStore):
+            reader: Store = store  # the jobs live in this object: the same one opens again
+        else:
+            await store.close()
+            reader = make_store()
+        await reader.open_existing(read_only=True)
+        try:
+            assert [job.id for job in await reader.list_jobs(JobFilter())] == [job_id]
+            assert (await reader.counts())["q"] == QueueCounts(waiting=1)
+        finally:
+            await reader.close()
+
+    asyncio.run(main())

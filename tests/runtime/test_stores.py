@@ -69,7 +69,7 @@ def test_open_store_refuses_unknown_schemes_and_bad_sqlite_urls() -> None:
 
 # -- one table shape ------------------------------------------------------------------------------
 
-TABLES = ("jobs", "events", "key_leases", "periodic", "schema_version")
+TABLES = ("jobs", "events", "key_leases", "periodic", "schema_version", "attempts")
 
 
 def test_both_sql_stores_have_the_same_tables_and_columns(tmp_path: Path, pg: PostgresBackend) -> None:

@@ -23,22 +23,30 @@ from typing import Any
 
 from corral.runtime.errors import ConfigError, StoreUnavailable
 from corral.runtime.stores.protocol import (
+    CANCELLED,
     DONE,
     FAILED,
     RETRYING,
     RUNNING,
     WAITING,
+    AttemptRecord,
     ClaimedJob,
     Completion,
+    Enqueued,
     FailedJob,
     HeldLease,
+    JobFilter,
+    JobRecord,
     JobState,
+    KeyLease,
     NewJob,
     PeriodicSpec,
     QueueCounts,
     RelayPass,
     Route,
     attempt_holder,
+    check_final_states,
+    periodic_job,
     queue_counts,
     rescue_error,
     rescue_spread,
@@ -65,6 +73,9 @@ class _Job:
     run_at: float
     enqueued_at: float
     event_id: int | None
+    priority: int = 0
+    unique_key: str | None = None
+    unique_states: tuple[str, ...] = ()
     attempt: int = 0
     claims: int = 0
     started_at: float | None = None
@@ -92,14 +103,18 @@ class MemoryStore:
         self._job_ids = itertools.count(1)
         self._event_ids = itertools.count(1)
         self._jobs: dict[int, _Job] = {}
-        # Per queue, a heap of (run_at, id) for every job that became runnable; an entry whose job has
-        # since changed (claimed, settled, run_at moved, pruned) is dropped when it comes up.
-        self._runnable: dict[str, list[tuple[float, int]]] = {}
+        # Per queue, a heap of (-priority, run_at, id) for every job that became runnable; an entry whose
+        # job has since changed (claimed, settled, run_at moved, pruned) is dropped when it comes up.
+        self._runnable: dict[str, list[tuple[int, float, int]]] = {}
+        # The SQL stores' unique index: the last job inserted with each key, which holds the key while
+        # its state is one of its unique_states (a job that left them has freed it).
+        self._unique: dict[str, int] = {}
         self._running: set[int] = set()
         self._from_events: set[tuple[int, str]] = set()  # (event_id, kind): the SQL stores' unique index
         self._events: dict[int, tuple[str, str]] = {}  # id -> (topic, payload), in id order
         self._key_leases: dict[tuple[str, str, int], _KeyLease] = {}
         self._periodic: dict[str, float] = {}  # kind -> next run
+        self._attempts: dict[int, list[AttemptRecord]] = {}  # job id -> its ended attempts, oldest first
         self._on_jobs: list[Callable[[str | None], None]] = []  # every watching runtime's claim loops
 
     @classmethod
@@ -146,9 +161,17 @@ class MemoryStore:
         return self._clock()
 
     def _make_runnable(self, job: _Job) -> None:
-        heapq.heappush(self._runnable.setdefault(job.queue, []), (job.run_at, job.id))
+        heapq.heappush(self._runnable.setdefault(job.queue, []), (-job.priority, job.run_at, job.id))
 
-    def _insert(self, job: NewJob, *, now: float, event_id: int | None = None) -> int:
+    def _unique_holder(self, unique_key: str) -> int | None:
+        holder = self._jobs.get(self._unique.get(unique_key, 0))
+        return None if holder is None or holder.state not in holder.unique_states else holder.id
+
+    def _insert(self, job: NewJob, *, now: float, event_id: int | None = None) -> Enqueued:
+        if job.unique_key is not None:
+            holder = self._unique_holder(job.unique_key)
+            if holder is not None:
+                return Enqueued(holder, duplicate=True)
         job_id = next(self._job_ids)
         row = _Job(
             id=job_id,
@@ -162,17 +185,45 @@ class MemoryStore:
             run_at=job.run_at,
             enqueued_at=now,
             event_id=event_id,
+            priority=job.priority,
+            unique_key=job.unique_key,
+            unique_states=job.unique_states,
         )
         self._jobs[job_id] = row
+        if job.unique_key is not None:
+            self._unique[job.unique_key] = job_id
         self._make_runnable(row)
         if event_id is not None:
             self._from_events.add((event_id, job.kind))
-        return job_id
+        return Enqueued(job_id)
 
     def _unlease(self, job: _Job) -> None:
         job.lease_until = None
         job.worker_id = None
         self._running.discard(job.id)
+
+    def _attempt_ended(self, job: _Job, *, worker_id: str | None, crashes_before: int, now: float) -> None:
+        """What the SQL stores' attempts trigger records when a running job leaves ``running`` settled."""
+        failed = job.state != DONE
+        self._attempts.setdefault(job.id, []).append(
+            AttemptRecord(
+                job_id=job.id,
+                attempt=job.attempt,
+                outcome=job.state,
+                worker_id=worker_id,
+                started_at=job.started_at,
+                finished_at=now,
+                error=job.last_error if failed else None,
+                traceback=job.last_traceback if failed else None,
+                crashed=job.crashes > crashes_before,
+            )
+        )
+
+    def _forget(self, job: _Job) -> None:
+        del self._jobs[job.id]
+        self._attempts.pop(job.id, None)
+        if job.event_id is not None:
+            self._from_events.discard((job.event_id, job.kind))
 
     def _held(self, job_id: int, token: int) -> _Job | None:
         """The job when ``token`` is its current claim and it is still running."""
@@ -181,7 +232,7 @@ class MemoryStore:
 
     # -- jobs -----------------------------------------------------------------------------------
 
-    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
+    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[Enqueued]:
         now = await self._begin(conn)
         return [self._insert(job, now=now) for job in jobs]
 
@@ -191,14 +242,18 @@ class MemoryStore:
         now = await self._begin()
         heap = self._runnable.get(queue, [])
         claimed: list[ClaimedJob] = []
-        key_busy: list[tuple[float, int]] = []  # entries of jobs whose key has no free slot: they stay runnable
+        key_busy: list[tuple[int, float, int]] = []  # entries of jobs whose key has no free slot: they stay runnable
         free_slots: dict[str, list[int]] = {}
-        while heap and len(claimed) < limit and heap[0][0] <= now:
+        not_due: list[tuple[int, float, int]] = []  # higher priority but later: runnable, not yet due
+        while heap and len(claimed) < limit:
             entry = heapq.heappop(heap)
-            run_at, job_id = entry
+            _, run_at, job_id = entry
             job = self._jobs.get(job_id)
             if job is None or job.state not in _RUNNABLE or job.run_at != run_at:
                 continue  # a stale entry
+            if run_at > now:
+                not_due.append(entry)
+                continue
             if per_key is not None and job.key is not None:
                 if job.key not in free_slots:
                     free_slots[job.key] = [
@@ -230,9 +285,10 @@ class MemoryStore:
                     enqueued_at=job.enqueued_at,
                     run_at=job.run_at,
                     crashes=job.crashes,
+                    priority=job.priority,
                 )
             )
-        for entry in key_busy:
+        for entry in key_busy + not_due:
             heapq.heappush(heap, entry)
         return claimed
 
@@ -252,12 +308,34 @@ class MemoryStore:
             # Like the SQL stores: the current claim settles its job in any state but done (a job
             # rescued but not yet re-claimed still takes its late result).
             job = self._jobs.get(completion.job_id)
-            if job is None or job.claims != completion.token or job.state == DONE:
+            if job is None or job.claims != completion.token or job.state in (DONE, CANCELLED):
                 continue
+            was_running, worker_id = job.state == RUNNING, job.worker_id
             job.state = DONE
             job.result_json = completion.result_json
             job.finished_at = now
             self._unlease(job)
+            if was_running:
+                self._attempt_ended(job, worker_id=worker_id, crashes_before=job.crashes, now=now)
+
+    async def cancel(self, job_ids: Sequence[int]) -> list[int]:
+        if not job_ids:
+            return []
+        now = await self._begin()
+        cancelled: list[int] = []
+        for job_id in job_ids:
+            job = self._jobs.get(job_id)
+            if job is None or job.state not in (*_RUNNABLE, RUNNING):
+                continue
+            was_running = job.state == RUNNING
+            job.state = CANCELLED
+            job.finished_at = now
+            job.lease_until = None  # its worker_id stays, as in the SQL stores
+            self._running.discard(job.id)
+            if was_running:  # as the SQL stores' attempts trigger records it
+                self._attempt_ended(job, worker_id=job.worker_id, crashes_before=job.crashes, now=now)
+            cancelled.append(int(job_id))
+        return cancelled
 
     async def fail(
         self,
@@ -274,6 +352,7 @@ class MemoryStore:
         if job is None:
             return False
         final = retry_at is None
+        worker_id, crashes_before = job.worker_id, job.crashes
         job.state = FAILED if final else RETRYING
         job.run_at = now if retry_at is None else retry_at
         job.last_error = error
@@ -281,6 +360,7 @@ class MemoryStore:
         job.finished_at = now if final else None
         job.crashes += int(crashed)
         self._unlease(job)
+        self._attempt_ended(job, worker_id=worker_id, crashes_before=crashes_before, now=now)
         if not final:
             self._make_runnable(job)
         return True
@@ -312,12 +392,15 @@ class MemoryStore:
                 job.crashes += 1  # its lost worker ran it alone: the only suspect (rescue_crashes.sql)
         for job in expired:
             final = job.attempt >= job.max_attempts
+            worker_id = job.worker_id
             job.state = FAILED if final else RETRYING
             job.finished_at = now if final else None
             job.run_at = now + rescue_spread(job.lease_seconds)
             job.last_error = rescue_error(job.worker_id, job.attempt)
             job.last_traceback = None
             self._unlease(job)
+            # As in the SQL stores, the crash counted just above belongs to the lost worker, not this update.
+            self._attempt_ended(job, worker_id=worker_id, crashes_before=job.crashes, now=now)
             if not final:
                 self._make_runnable(job)
         return len(expired)
@@ -414,16 +497,7 @@ class MemoryStore:
             if next_run is None or due:
                 self._periodic[spec.kind] = now + spec.every
             if due:
-                new = NewJob(
-                    queue=spec.queue,
-                    kind=spec.kind,
-                    args_json="{}",
-                    key=None,
-                    run_at=now,
-                    max_attempts=spec.max_attempts,
-                    lease_seconds=spec.lease_seconds,
-                )
-                ids.append(self._insert(new, now=now))
+                ids.append(self._insert(periodic_job(spec, now), now=now))
         return ids
 
     # -- inspection -----------------------------------------------------------------------------
@@ -472,7 +546,111 @@ class MemoryStore:
             if job.state == DONE and job.finished_at is not None and job.finished_at < cutoff
         ]
         for job in old:
-            del self._jobs[job.id]
-            if job.event_id is not None:
-                self._from_events.discard((job.event_id, job.kind))
+            self._forget(job)
+        return len(old)
+
+    # -- operating ------------------------------------------------------------------------------
+
+    async def open_existing(self, *, read_only: bool) -> None:
+        await self.open()  # nothing to create or migrate; read-only is not enforced in memory
+
+    @staticmethod
+    def _record(job: _Job) -> JobRecord:
+        return JobRecord(
+            id=job.id,
+            queue=job.queue,
+            kind=job.kind,
+            args_json=job.args_json,
+            key=job.key,
+            state=job.state,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            enqueued_at=job.enqueued_at,
+            run_at=job.run_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            lease_until=job.lease_until,
+            worker_id=job.worker_id,
+            result_json=job.result_json,
+            error=job.last_error,
+            traceback=job.last_traceback,
+            crashes=job.crashes,
+        )
+
+    async def list_jobs(self, where: JobFilter) -> list[JobRecord]:
+        await self._begin()
+        found = [
+            job
+            for job in self._jobs.values()
+            if where.queue in (None, job.queue)
+            and where.kind in (None, job.kind)
+            and where.state in (None, job.state)
+            and (where.since is None or job.enqueued_at >= where.since)
+        ]
+        found.sort(key=lambda job: job.id, reverse=True)
+        return [self._record(job) for job in found[: max(where.limit, 0)]]
+
+    async def job(self, job_id: int) -> JobRecord | None:
+        await self._begin()
+        job = self._jobs.get(job_id)
+        return None if job is None else self._record(job)
+
+    async def attempts(self, job_id: int) -> list[AttemptRecord]:
+        await self._begin()
+        return list(self._attempts.get(job_id, ()))
+
+    async def key_leases(self) -> list[KeyLease]:
+        now = await self._begin()
+        return [
+            KeyLease(queue=queue, key=key, slot=slot, holder=lease.holder, busy_until=lease.busy_until)
+            for (queue, key, slot), lease in sorted(self._key_leases.items())
+            if lease.busy_until >= now
+        ]
+
+    async def finished_since(self, since: float) -> list[tuple[str, str, float]]:
+        await self._begin()
+        ended = [
+            (self._jobs[job_id].queue, attempt.outcome, attempt.finished_at)
+            for job_id, attempts in self._attempts.items()
+            for attempt in attempts
+            if attempt.finished_at >= since
+        ]
+        return sorted(ended, key=lambda row: row[2])
+
+    async def retry_failed(self, job_ids: Sequence[int] | None, *, queue: str | None = None) -> list[int]:
+        now = await self._begin()
+        chosen = self._jobs.values() if job_ids is None else [self._jobs[i] for i in job_ids if i in self._jobs]
+        retried = []
+        for job in sorted(chosen, key=lambda job: job.id):
+            if job.state != FAILED or (queue is not None and job.queue != queue):
+                continue
+            if job.unique_key is not None:
+                # As the SQL stores: not while another job holds the key; waiting again, this one holds it.
+                if self._unique_holder(job.unique_key) not in (None, job.id):
+                    continue
+                self._unique[job.unique_key] = job.id
+            retried.append(job)
+            job.state = WAITING  # now, so a later job of the same key sees it hold the key
+            job.attempt = 0
+            job.crashes = 0
+            job.run_at = now
+            job.finished_at = None
+            job.last_error = None
+            job.last_traceback = None
+            self._make_runnable(job)
+        for on_jobs in self._on_jobs:
+            for woken in sorted({job.queue for job in retried}):
+                on_jobs(woken)
+        return sorted(job.id for job in retried)
+
+    async def purge(self, *, states: Sequence[str], older_than: float) -> int:
+        check_final_states(states)
+        cutoff = await self._begin() - older_than
+        old = [
+            job
+            for job in self._jobs.values()
+            if job.state in states and job.finished_at is not None and job.finished_at < cutoff
+        ]
+        for job in old:
+            self._forget(job)
         return len(old)

@@ -10,12 +10,12 @@ WITH full_keys AS MATERIALIZED (
     SELECT l.key FROM {key_leases} l WHERE l.queue = %(queue)s AND l.busy_until >= now()
     GROUP BY l.key HAVING count(*) >= %(per_key)s
 ), candidates AS MATERIALIZED (
-    SELECT j.id, j.key, j.lease_seconds, j.run_at, j.claims,
-        row_number() OVER (PARTITION BY j.key ORDER BY j.run_at, j.id) AS n
-    FROM (SELECT id, key, lease_seconds, run_at, claims FROM {jobs}
+    SELECT j.id, j.key, j.lease_seconds, j.run_at, j.claims, j.priority,
+        row_number() OVER (PARTITION BY j.key ORDER BY j.priority DESC, j.run_at, j.id) AS n
+    FROM (SELECT id, key, lease_seconds, run_at, claims, priority FROM {jobs}
         WHERE queue = %(queue)s AND state IN ('waiting', 'retrying') AND run_at <= now()
             AND (key IS NULL OR key NOT IN (SELECT f.key FROM full_keys f))
-        ORDER BY run_at, id LIMIT %(scan)s) j
+        ORDER BY priority DESC, run_at, id LIMIT %(scan)s) j
 ), free AS MATERIALIZED (
     SELECT k.key, s.slot, row_number() OVER (PARTITION BY k.key ORDER BY s.slot) AS n
     FROM (SELECT DISTINCT key FROM candidates WHERE key IS NOT NULL) k
@@ -25,7 +25,7 @@ WITH full_keys AS MATERIALIZED (
 ), chosen AS MATERIALIZED (
     SELECT c.id, c.key, c.lease_seconds, c.claims, f.slot FROM candidates c LEFT JOIN free f ON f.key = c.key AND f.n = c.n
     WHERE c.key IS NULL OR f.slot IS NOT NULL
-    ORDER BY c.run_at, c.id LIMIT %(limit)s
+    ORDER BY c.priority DESC, c.run_at, c.id LIMIT %(limit)s
 ), locked AS MATERIALIZED (
     SELECT c.* FROM chosen c WHERE c.id IN (SELECT j.id FROM {jobs} j
         WHERE j.id IN (SELECT id FROM chosen) AND j.state IN ('waiting', 'retrying') FOR UPDATE SKIP LOCKED)
@@ -43,4 +43,4 @@ UPDATE {jobs} j SET state = 'running', attempt = j.attempt + 1, claims = j.claim
 FROM locked c
 WHERE j.id = c.id AND (c.key IS NULL OR j.id IN (SELECT holder / %(span)s FROM leased))
 RETURNING j.id, j.kind, j.args::text, j.key, j.attempt, j.max_attempts, j.claims,
-    extract(epoch FROM j.enqueued_at)::float8, extract(epoch FROM j.run_at)::float8, j.crashes
+    extract(epoch FROM j.enqueued_at)::float8, extract(epoch FROM j.run_at)::float8, j.crashes, j.priority

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import re
 import time
@@ -29,24 +30,35 @@ from corral.runtime.infra import spawn, wait_event
 from corral.runtime.payloads import UnstorableJson
 from corral.runtime.stores.protocol import (
     CLAIM_SPAN,
+    AttemptRecord,
     ClaimedJob,
     Completion,
+    Enqueued,
     FailedJob,
     HeldLease,
+    JobFilter,
+    JobRecord,
     JobState,
+    KeyLease,
     NewJob,
     PeriodicSpec,
     QueueCounts,
     RelayPass,
     Route,
     attempt_holder,
+    attempt_record,
+    check_final_states,
     claimed_job,
     failed_job,
+    job_record,
+    periodic_job,
     queue_counts,
     routed_jobs,
+    unique_states_text,
 )
 from corral.runtime.stores.sqlfiles import read_migrations, read_queries, split_statements
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -68,8 +80,22 @@ SCHEMA_VERSION = _MIGRATIONS[-1][0]
 # Statements with a slot of their own (the schema to create, the channel to LISTEN on), composed where used.
 _ONE_OFF = frozenset({"create_schema", "listen"})
 
-_TABLES = ("jobs", "events", "key_leases", "periodic", "schema_version")
-_INDEXES = ("jobs_runnable", "jobs_leased", "jobs_finished", "jobs_event")
+# Schema-qualified names (the tables, and the attempts trigger's function) and the names that are not
+# (indexes and triggers live beside their table).
+_TABLES = ("jobs", "events", "key_leases", "periodic", "schema_version", "attempts", "record_attempt")
+_INDEXES = (
+    "jobs_runnable",
+    "jobs_leased",
+    "jobs_finished",
+    "jobs_event",
+    "jobs_unique",
+    "attempts_job",
+    "attempts_finished",
+    "attempts_record",
+)
+# How often one enqueue looks for the holders of its duplicates: a holder that left its unique states
+# between the insert and the look frees its key, and the job is inserted on the next pass instead.
+_UNIQUE_PASSES = 5
 
 
 class PostgresStore:
@@ -132,6 +158,8 @@ class PostgresStore:
             )
         names = {name: self._table(name) for name in _TABLES}
         names.update({name: sql.Identifier(prefix + name) for name in _INDEXES})
+        names["qualified_jobs_runnable"] = self._table("jobs_runnable")  # DROP INDEX needs its schema
+        names["jobs_state_check"] = sql.Identifier(prefix + "jobs_state_check")  # 0001's unnamed CHECK, as named
         self._names = names
         self._sql = {key: self._compose(template) for key, template in _SQL.items() if key not in _ONE_OFF}
         self.channel = f"{schema}.{prefix}notices" if schema else f"{prefix}notices"
@@ -261,18 +289,7 @@ class PostgresStore:
     async def open(self) -> None:
         if self._open:
             return
-        await self._open_pool()
-        try:
-            version = await self.schema_version()
-        except (psycopg.Error, StoreUnavailable) as exc:
-            await self._close_pool()
-            raise StoreUnavailable(f"cannot use the PostgreSQL store {self}: {exc}") from exc
-        if version != SCHEMA_VERSION:
-            await self._close_pool()
-            raise StoreUnavailable(
-                f"{self}: the schema is at version {version}, this corral needs {SCHEMA_VERSION}: "
-                "run `corral migrate MODULE:RUNTIME` or start with Runtime(..., migrate=True)"
-            )
+        await self._open_checked("run `corral migrate MODULE:RUNTIME` or start with Runtime(..., migrate=True)")
         listen = not self.poll_only and self._on_jobs is not None
         try:
             conninfo, kwargs = self._listen_params() if listen else ("", {})
@@ -285,6 +302,20 @@ class PostgresStore:
             self._listener = spawn(self._listen(conninfo, kwargs, listening), name=f"corral:listen:{self.channel}")
             # Notices sent before LISTEN runs would be lost; polling covers a slow start.
             await wait_event(listening, self._connect_timeout)
+
+    async def _open_checked(self, remedy: str) -> None:
+        """Open the pool and check the schema is this corral's version (``remedy``: what to do if not)."""
+        await self._open_pool()
+        try:
+            version = await self.schema_version()
+        except (psycopg.Error, StoreUnavailable) as exc:
+            await self._close_pool()
+            raise StoreUnavailable(f"cannot use the PostgreSQL store {self}: {exc}") from exc
+        if version != SCHEMA_VERSION:
+            await self._close_pool()
+            raise StoreUnavailable(
+                f"{self}: the schema is at version {version}, this corral needs {SCHEMA_VERSION}: {remedy}"
+            )
 
     async def _close_pool(self) -> None:
         if self._owns_pool:
@@ -353,7 +384,9 @@ class PostgresStore:
 
     async def _insert(
         self, cur: psycopg.AsyncCursor[tuple[Any, ...]], jobs: Sequence[NewJob], event_ids: Sequence[int | None]
-    ) -> list[int]:
+    ) -> list[tuple[int, str | None]]:
+        """One statement inserting ``jobs``; the ``(id, unique_key)`` of the rows inserted, in the order of
+        ``jobs`` (rows that conflicted are missing)."""
         now = self._clock()
         await cur.execute(
             self._sql["insert"],
@@ -366,17 +399,66 @@ class PostgresStore:
                 [job.lease_seconds for job in jobs],
                 [job.run_at - now for job in jobs],
                 list(event_ids),
+                [job.priority for job in jobs],
+                [job.unique_key for job in jobs],
+                [None if job.unique_key is None else unique_states_text(job.unique_states) for job in jobs],
                 self.channel,
             ),
         )
         # Identities are drawn in insertion order, which is the order of ``jobs``.
-        return sorted(int(row[0]) for row in await cur.fetchall())
+        return sorted((int(row[0]), row[1]) for row in await cur.fetchall())
 
-    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
+    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[Enqueued]:
         if not jobs:
             return []
-        async with self._cursor(conn) as cur:
-            return await self._insert(cur, jobs, [None] * len(jobs))
+        answers: list[Enqueued | None] = [None] * len(jobs)
+        first_with_key: dict[str, int] = {}  # a key twice in the batch: the later ones are its duplicates
+        pending: list[int] = []
+        for index, job in enumerate(jobs):
+            if job.unique_key is not None and job.unique_key in first_with_key:
+                continue
+            if job.unique_key is not None:
+                first_with_key[job.unique_key] = index
+            pending.append(index)
+        # One job, or a batch without unique keys, is one autocommitted statement (a pass that inserts
+        # nothing leaves nothing behind); a batch with them shares one transaction across its passes
+        # (yours with ``conn``), so a batch refused at the last pass leaves nothing behind either.
+        alone = conn is not None or not first_with_key or len(jobs) == 1
+        one_transaction = self._cursor(conn) if alone else self._transaction()
+        async with one_transaction as cur:
+            for _ in range(_UNIQUE_PASSES):
+                # Unique keys in key order: concurrent batches then wait for each other's keys in one
+                # order, never in a cycle (a deadlock); jobs without one keep theirs, ahead of them.
+                pending.sort(key=lambda index: jobs[index].unique_key or "")
+                batch = [jobs[index] for index in pending]
+                inserted = await self._insert(cur, batch, [None] * len(batch))
+                keys_inserted = {key for _, key in inserted if key is not None}
+                # Rows without a key are always inserted; of the others, those whose key came back.
+                landed = [i for i in pending if jobs[i].unique_key is None or jobs[i].unique_key in keys_inserted]
+                for index, (job_id, _) in zip(landed, inserted, strict=True):
+                    answers[index] = Enqueued(job_id)
+                held = {i: jobs[i].unique_key for i in pending if answers[i] is None}
+                if not held:
+                    break
+                await cur.execute(self._sql["unique_holders"], (list(held.values()),))
+                holders = {key: int(job_id) for key, job_id in await cur.fetchall()}
+                for index, key in held.items():
+                    if key in holders:
+                        answers[index] = Enqueued(holders[key], duplicate=True)
+                pending = [index for index in pending if answers[index] is None]
+                if not pending:
+                    break
+            else:
+                raise StoreUnavailable(
+                    f"{self}: {len(pending)} unique job(s) found their key held and then free again "
+                    f"{_UNIQUE_PASSES} times in a row; nothing is inserted for them, enqueue them again"
+                )
+        for index, job in enumerate(jobs):
+            if answers[index] is None and job.unique_key is not None:
+                holder = answers[first_with_key[job.unique_key]]
+                assert holder is not None
+                answers[index] = Enqueued(holder, duplicate=True)
+        return [answer for answer in answers if answer is not None]
 
     async def claim(self, queue: str, limit: int, worker_id: str, *, per_key: int | None = None) -> list[ClaimedJob]:
         if limit < 1:
@@ -397,7 +479,7 @@ class PostgresStore:
                 await cur.execute(self._sql["claim_keyed"], keyed)
             rows = await cur.fetchall()
         jobs = [claimed_job(queue, row) for row in rows]
-        jobs.sort(key=lambda job: (job.run_at, job.id))
+        jobs.sort(key=lambda job: job.claim_order)
         if per_key is not None:
             self._leased_by_claim.update(attempt_holder(job.id, job.token) for job in jobs if job.key is not None)
         return jobs
@@ -411,7 +493,8 @@ class PostgresStore:
                     await cur.execute(
                         self._sql["complete"],
                         (
-                            [c.job_id for c in chunk],
+                            # plain ints: psycopg refuses a list mixing Enqueued ids (an int subclass) and ints
+                            [int(c.job_id) for c in chunk],
                             [c.token for c in chunk],
                             [c.result_json for c in chunk],
                             self.channel,
@@ -419,6 +502,14 @@ class PostgresStore:
                     )
         except (psycopg.DataError, UnicodeEncodeError) as exc:
             raise UnstorableJson(f"was refused by the PostgreSQL store: {exc}") from exc
+
+    async def cancel(self, job_ids: Sequence[int]) -> list[int]:
+        if not job_ids:
+            return []
+        async with self._cursor() as cur:
+            await cur.execute(self._sql["cancel"], ([int(job_id) for job_id in job_ids], self.channel))
+            cancelled = {int(row[0]) for row in await cur.fetchall()}
+        return [int(job_id) for job_id in job_ids if job_id in cancelled]
 
     async def fail(
         self,
@@ -568,19 +659,8 @@ class PostgresStore:
             if not due:
                 return []
             now = self._clock()
-            jobs = [
-                NewJob(
-                    queue=spec.queue,
-                    kind=spec.kind,
-                    args_json="{}",
-                    key=None,
-                    run_at=now,
-                    max_attempts=spec.max_attempts,
-                    lease_seconds=spec.lease_seconds,
-                )
-                for spec in due
-            ]
-            return await self._insert(cur, jobs, [None] * len(jobs))
+            jobs = [periodic_job(spec, now) for spec in due]
+            return [job_id for job_id, _ in await self._insert(cur, jobs, [None] * len(jobs))]
 
     # -- inspection -----------------------------------------------------------------------------
 
@@ -598,7 +678,7 @@ class PostgresStore:
         if not job_ids:
             return {}
         async with self._cursor() as cur:
-            await cur.execute(self._sql["states"], (list(job_ids),))
+            await cur.execute(self._sql["states"], ([int(job_id) for job_id in job_ids],))
             return {
                 row[0]: JobState(id=row[0], queue=row[1], state=row[2], result_json=row[3], error=row[4])
                 for row in await cur.fetchall()
@@ -610,6 +690,56 @@ class PostgresStore:
             pruned = cur.rowcount
             await cur.execute(self._sql["prune_leases"])
         return pruned
+
+    # -- operating ------------------------------------------------------------------------------
+
+    async def open_existing(self, *, read_only: bool) -> None:
+        if self._open:
+            return
+        if read_only and self._owns_pool and self._pool.closed:
+            # The server refuses every write of these sessions (beside the URL's own options, such as a
+            # search_path); a borrowed pool is the application's to configure.
+            kwargs = self._pool.kwargs if isinstance(self._pool.kwargs, dict) else {}
+            options = conninfo_to_dict(str(self._pool.conninfo), **kwargs).get("options") or ""
+            self._pool.kwargs = {**kwargs, "options": f"{options} -c default_transaction_read_only=on".strip()}
+        await self._open_checked("run `corral migrate MODULE:RUNTIME`")
+        self._open = True
+
+    async def _fetch(self, name: str, params: Any) -> list[tuple[Any, ...]]:
+        async with self._cursor() as cur:
+            await cur.execute(self._sql[name], params)
+            return await cur.fetchall()
+
+    async def _select_jobs(self, where: JobFilter, job_id: int | None = None) -> list[JobRecord]:
+        filters = {**dataclasses.asdict(where), "id": job_id}
+        return [job_record(row) for row in await self._fetch("job_list", filters)]
+
+    async def list_jobs(self, where: JobFilter) -> list[JobRecord]:
+        return await self._select_jobs(where)
+
+    async def job(self, job_id: int) -> JobRecord | None:
+        found = await self._select_jobs(JobFilter(limit=1), job_id)
+        return found[0] if found else None
+
+    async def attempts(self, job_id: int) -> list[AttemptRecord]:
+        return [attempt_record(row) for row in await self._fetch("attempt_list", (job_id,))]
+
+    async def key_leases(self) -> list[KeyLease]:
+        return [KeyLease(*row) for row in await self._fetch("key_lease_list", ())]
+
+    async def finished_since(self, since: float) -> list[tuple[str, str, float]]:
+        return [(row[0], row[1], row[2]) for row in await self._fetch("finished_since", (since,))]
+
+    async def retry_failed(self, job_ids: Sequence[int] | None, *, queue: str | None = None) -> list[int]:
+        ids = None if job_ids is None else [int(job_id) for job_id in job_ids]
+        rows = await self._fetch("retry_failed", {"ids": ids, "queue": queue, "channel": self.channel})
+        return sorted(int(row[0]) for row in rows)
+
+    async def purge(self, *, states: Sequence[str], older_than: float) -> int:
+        check_final_states(states)
+        async with self._cursor() as cur:
+            await cur.execute(self._sql["purge"], (list(states), older_than))
+            return cur.rowcount
 
 
 def _redact(url: str) -> str:

@@ -4,4 +4,4 @@ SELECT id, key, lease_seconds, claims FROM corral_jobs j
 WHERE queue = ? AND state IN ('waiting', 'retrying') AND run_at <= ?
     AND (key IS NULL OR (SELECT COUNT(*) FROM corral_key_leases l
         WHERE l.queue = j.queue AND l.key = j.key AND l.busy_until >= ?) < ?)
-ORDER BY run_at, id LIMIT ?;
+ORDER BY priority DESC, run_at, id LIMIT ?;

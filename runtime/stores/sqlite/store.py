@@ -12,6 +12,7 @@ share the database file: WAL mode lets readers run beside the writer, every writ
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sqlite3
@@ -29,21 +30,31 @@ from corral.runtime.stores.protocol import (
     FAILED,
     RETRYING,
     WAITING,
+    AttemptRecord,
     ClaimedJob,
     Completion,
+    Enqueued,
     FailedJob,
     HeldLease,
+    JobFilter,
+    JobRecord,
     JobState,
+    KeyLease,
     NewJob,
     PeriodicSpec,
     QueueCounts,
     RelayPass,
     Route,
     attempt_holder,
+    attempt_record,
+    check_final_states,
     claimed_job,
     failed_job,
+    job_record,
+    periodic_job,
     queue_counts,
     routed_jobs,
+    unique_states_text,
 )
 from corral.runtime.stores.sqlfiles import read_migrations, read_queries, split_statements
 
@@ -207,11 +218,14 @@ class SqliteStore:
         return list(self._applied)
 
     async def open(self) -> None:
+        await self._open_with(self._connect)
+
+    async def _open_with(self, connect: Callable[[], sqlite3.Connection]) -> None:
         if self._conn is not None:
             return
         self._thread.start()
         try:
-            self._conn = await self._thread.call(self._connect)
+            self._conn = await self._thread.call(connect)
         except BaseException:
             await self._thread.stop()
             raise
@@ -224,30 +238,40 @@ class SqliteStore:
 
     # -- jobs -----------------------------------------------------------------------------------
 
-    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, job: NewJob, now: float) -> Enqueued:
+        """Insert one job inside the caller's write transaction; a unique key already held answers its
+        holder (the write lock keeps the holder from changing in between)."""
+        unique_states = None if job.unique_key is None else unique_states_text(job.unique_states)
+        cur = conn.execute(
+            _SQL["insert_job"],
+            (
+                job.queue,
+                job.kind,
+                job.args_json,
+                job.key,
+                job.max_attempts,
+                job.lease_seconds,
+                job.run_at,
+                now,
+                None,
+                job.priority,
+                job.unique_key,
+                unique_states,
+            ),
+        )
+        if cur.rowcount == 1:
+            return Enqueued(int(cur.lastrowid or 0))
+        (holder,) = conn.execute(_SQL["unique_holder"], (job.unique_key,)).fetchone()
+        return Enqueued(int(holder), duplicate=True)
+
+    async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[Enqueued]:
         self._no_foreign_conn(conn)
         now = self._clock()
 
-        def insert(conn: sqlite3.Connection) -> list[int]:
-            ids: list[int] = []
+        def insert(conn: sqlite3.Connection) -> list[Enqueued]:
             with self._write(conn):
-                for job in jobs:
-                    cur = conn.execute(
-                        _SQL["insert_job"],
-                        (
-                            job.queue,
-                            job.kind,
-                            job.args_json,
-                            job.key,
-                            job.max_attempts,
-                            job.lease_seconds,
-                            job.run_at,
-                            now,
-                            None,
-                        ),
-                    )
-                    ids.append(int(cur.lastrowid or 0))
-            return ids
+                return [self._insert(conn, job, now) for job in jobs]
 
         return await self._run(insert)
 
@@ -265,7 +289,7 @@ class SqliteStore:
                 else:
                     rows = self._claim_with_key_slots(conn, queue, limit, worker_id, per_key, now)
             jobs = [claimed_job(queue, row) for row in rows]
-            jobs.sort(key=lambda job: (job.run_at, job.id))
+            jobs.sort(key=lambda job: job.claim_order)
             return jobs
 
         jobs = await self._run(claim)
@@ -320,6 +344,18 @@ class SqliteStore:
             await self._run(complete)
         except (sqlite3.DataError, UnicodeEncodeError) as exc:
             raise UnstorableJson(f"was refused by the SQLite store: {exc}") from exc
+
+    async def cancel(self, job_ids: Sequence[int]) -> list[int]:
+        if not job_ids:
+            return []
+
+        def cancel(conn: sqlite3.Connection) -> set[int]:
+            with self._write(conn):
+                rows = conn.execute(_SQL["cancel"], (self._clock(), json.dumps([int(i) for i in job_ids]))).fetchall()
+            return {int(row[0]) for row in rows}
+
+        cancelled = await self._run(cancel)
+        return [int(job_id) for job_id in job_ids if job_id in cancelled]
 
     async def fail(
         self,
@@ -499,11 +535,7 @@ class SqliteStore:
                         if due:
                             conn.execute(_SQL["periodic_due"], (now + spec.every, spec.kind))
                     if due:
-                        cur = conn.execute(
-                            _SQL["insert_job"],
-                            (spec.queue, spec.kind, "{}", None, spec.max_attempts, spec.lease_seconds, now, now, None),
-                        )
-                        ids.append(int(cur.lastrowid or 0))
+                        ids.append(self._insert(conn, periodic_job(spec, now), now))
             return ids
 
         return await self._run(schedule)
@@ -543,3 +575,85 @@ class SqliteStore:
                 return cur.rowcount
 
         return await self._run(prune)
+
+    # -- operating ------------------------------------------------------------------------------
+
+    async def open_existing(self, *, read_only: bool) -> None:
+        await self._open_with(lambda: self._connect_existing(read_only))
+
+    def _connect_existing(self, read_only: bool) -> sqlite3.Connection:
+        """A connection to the file as it is (``mode=ro`` or ``rw``: SQLite itself refuses to create
+        it), at this corral's schema version."""
+        path = Path(self.path).resolve()
+        if not path.is_file():
+            raise StoreUnavailable(
+                f"no SQLite store at {path}: it is never created to be inspected "
+                "(run from the service's folder, or create it with `corral migrate MODULE:RUNTIME`)"
+            )
+        try:
+            conn = sqlite3.connect(
+                f"{path.as_uri()}?mode={'ro' if read_only else 'rw'}",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open sqlite store {str(path)!r}: {exc}") from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
+            version = int(conn.execute(_SQL["version"]).fetchone()[0])
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreUnavailable(f"{path} is not a corral store: {exc}") from exc
+        if version != SCHEMA_VERSION:
+            conn.close()
+            raise StoreUnavailable(
+                f"{self}: the schema is at version {version}, this corral needs {SCHEMA_VERSION}: "
+                "run `corral migrate MODULE:RUNTIME`"
+            )
+        return conn
+
+    async def _select_jobs(self, where: JobFilter, job_id: int | None = None) -> list[JobRecord]:
+        filters = {**dataclasses.asdict(where), "id": job_id}
+        return await self._run(lambda conn: [job_record(row) for row in conn.execute(_SQL["job_list"], filters)])
+
+    async def list_jobs(self, where: JobFilter) -> list[JobRecord]:
+        return await self._select_jobs(where)
+
+    async def job(self, job_id: int) -> JobRecord | None:
+        found = await self._select_jobs(JobFilter(limit=1), job_id)
+        return found[0] if found else None
+
+    async def attempts(self, job_id: int) -> list[AttemptRecord]:
+        return await self._run(
+            lambda conn: [attempt_record(row) for row in conn.execute(_SQL["attempt_list"], (job_id,))]
+        )
+
+    async def key_leases(self) -> list[KeyLease]:
+        return await self._run(
+            lambda conn: [KeyLease(*row) for row in conn.execute(_SQL["key_lease_list"], (self._clock(),))]
+        )
+
+    async def finished_since(self, since: float) -> list[tuple[str, str, float]]:
+        return await self._run(
+            lambda conn: [(row[0], row[1], row[2]) for row in conn.execute(_SQL["finished_since"], (since,))]
+        )
+
+    async def retry_failed(self, job_ids: Sequence[int] | None, *, queue: str | None = None) -> list[int]:
+        ids = None if job_ids is None else json.dumps(list(job_ids))
+
+        def retry(conn: sqlite3.Connection) -> list[int]:
+            with self._write(conn):
+                rows = conn.execute(_SQL["retry_failed"], {"now": self._clock(), "ids": ids, "queue": queue})
+                return sorted(int(row[0]) for row in rows)
+
+        return await self._run(retry)
+
+    async def purge(self, *, states: Sequence[str], older_than: float) -> int:
+        check_final_states(states)
+
+        def purge(conn: sqlite3.Connection) -> int:
+            with self._write(conn):
+                return conn.execute(_SQL["purge"], (json.dumps(list(states)), self._clock() - older_than)).rowcount
+
+        return await self._run(purge)
