@@ -3,7 +3,8 @@
 Each rule carries its code's documentation (`corral rule`'s, in text and Markdown), its page (`helpUri`) and
 its family as tags; each result its region (to the end of the offending code, columns in characters) and the
 baseline's fingerprint as `partialFingerprints`, so code scanning follows an alert when code moves. A run
-stopped by an error is still a valid log: its invocation failed, with the error as a notification.
+stopped by an error is still a valid log: its invocation failed, with the error as a notification; so is a
+run in which one project's configuration could not be used (its CRL000 is also a result, on that file).
 
 A location's URI is relative to the git top level (`uriBaseId` `%SRCROOT%`, which `originalUriBaseIds`
 gives as a `file://` URI), where code scanning looks for the file whatever folder the gate ran in; a file
@@ -16,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from corral.gates.engine.projects import config_errors
 from corral.gates.engine.run import CheckResult
 from corral.gates.findings import Finding, code_family
 from corral.gates.outputs.rule_docs import (
@@ -82,6 +84,10 @@ def _artifact_location(place: Located) -> dict[str, str]:
     return {"uri": quote(place.in_repository), "uriBaseId": SOURCE_ROOT}
 
 
+def _notification(message: str) -> dict[str, Any]:
+    return {"level": "error", "message": {"text": message}, "descriptor": {"id": "CRL000"}}
+
+
 def render_sarif(result: CheckResult) -> str:
     """Every code of the code table as a rule; every finding as an error result of its rule."""
     rules = code_table(result)
@@ -101,9 +107,14 @@ def render_sarif(result: CheckResult) -> str:
         }
         for place, marked in located_fingerprinted(result, top)
     ]
+    # A project whose configuration could not be used was not checked: the run did not fully succeed.
+    unusable = [finding.message for finding in config_errors(result)]
+    invocation: dict[str, Any] = {"executionSuccessful": not unusable}
+    if unusable:
+        invocation["toolExecutionNotifications"] = [_notification(message) for message in unusable]
     run: dict[str, Any] = {
         "tool": {"driver": _driver([_rule(code, summary, documented.get(code)) for code, summary in rules.items()])},
-        "invocations": [{"executionSuccessful": True}],
+        "invocations": [invocation],
     }
     if top is not None:
         run["originalUriBaseIds"] = {SOURCE_ROOT: {"uri": top.as_uri().rstrip("/") + "/"}}
@@ -113,6 +124,5 @@ def render_sarif(result: CheckResult) -> str:
 def render_sarif_failure(message: str) -> str:
     """The log of a run an error stopped before it checked anything (a configuration it cannot use): no
     results, and a failed invocation whose notification is the error, so code scanning shows why."""
-    notification = {"level": "error", "message": {"text": message}, "descriptor": {"id": "CRL000"}}
-    invocation = {"executionSuccessful": False, "toolExecutionNotifications": [notification]}
+    invocation = {"executionSuccessful": False, "toolExecutionNotifications": [_notification(message)]}
     return _log({"tool": {"driver": _driver([])}, "invocations": [invocation], "results": []})

@@ -287,3 +287,20 @@ def test_sarif_fingerprints_read_each_line_in_its_own_project(monorepo: Path) ->
     # The same line in both services' domain.py; runtime.py's line is another: none read as an empty line.
     assert fingerprints[0] == fingerprints[1] != fingerprints[2]
     assert run["invocations"] == [{"executionSuccessful": True}]
+
+
+def test_sarif_marks_a_run_with_a_broken_service_as_failed(monorepo: Path) -> None:
+    (monorepo / "services/b/corral.toml").write_text("procesess = 2\n")
+    completed = run_corral("check", "--format", "sarif", "-o", "corral.sarif", cwd=monorepo)
+    assert completed.returncode == 2, completed.stdout + completed.stderr
+    (run,) = json.loads((monorepo / "corral.sarif").read_text())["runs"]
+    (invocation,) = run["invocations"]
+    assert invocation["executionSuccessful"] is False
+    (notification,) = invocation["toolExecutionNotifications"]
+    assert "unknown key 'procesess'" in notification["message"]["text"]
+    # The other service's findings and the broken one's CRL000, each on a real file.
+    locations = [
+        (result["ruleId"], result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"])
+        for result in run["results"]
+    ]
+    assert locations == [("CRL101", "services/a/app/domain.py"), ("CRL000", "services/b/corral.toml")]
