@@ -304,3 +304,13 @@ def test_sarif_marks_a_run_with_a_broken_service_as_failed(monorepo: Path) -> No
         for result in run["results"]
     ]
     assert locations == [("CRL101", "services/a/app/domain.py"), ("CRL000", "services/b/corral.toml")]
+
+
+def test_a_glob_matching_none_of_a_services_files_is_warned_about_from_the_top(monorepo: Path) -> None:
+    a_config = monorepo / "services/a/pyproject.toml"
+    a_config.write_text(a_config.read_text().replace('"app/workers/**"', '"app/workers/**", "app/plumbing/"'))
+    completed = run_corral("check", cwd=monorepo)
+    warning = f"corral: warning: {a_config}: [tool.corral] key 'infra': glob 'app/plumbing/' matches no file checked"
+    assert completed.stderr.splitlines() == [warning]
+    # A run over one of the service's files cannot tell, and says nothing.
+    assert run_corral("check", "services/a/app/domain.py", cwd=monorepo).stderr == ""
