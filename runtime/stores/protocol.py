@@ -83,6 +83,8 @@ class ClaimedJob:
     run_at: float
     crashes: int = 0
     """How many earlier attempts crashed their worker process (recorded with ``fail(crashed=True)``)."""
+    retries: int = 0
+    """How many times the job asked to run later (``raise Retry``, recorded with ``snooze(retried=True)``)."""
 
 
 @dataclass(frozen=True)
@@ -218,8 +220,9 @@ class Store(Protocol):
         Return False when the store refused it: the attempt no longer holds the job (its lease
         expired and it was rescued, or another claim settled it), whose record then stands."""
 
-    async def snooze(self, job_id: int, token: int, *, seconds: float) -> None:
-        """Put a claimed job back to waiting for ``seconds`` without spending its attempt."""
+    async def snooze(self, job_id: int, token: int, *, seconds: float, retried: bool = False) -> None:
+        """Put a claimed job back to waiting for ``seconds`` without spending its attempt; ``retried``:
+        the job itself asked for it (``raise Retry``), and the job's retry count grows by one."""
 
     async def release(self, job_id: int, token: int) -> None:
         """Put an interrupted job back to waiting at once without spending its attempt."""
@@ -297,7 +300,7 @@ def rescue_error(worker_id: str | None, attempt: int) -> str:
 
 
 def claimed_job(queue: str, row: Sequence[Any]) -> ClaimedJob:
-    """A claimed row: ``id, kind, args, key, attempt, max_attempts, claims, enqueued_at, run_at, crashes``."""
+    """A claimed row: ``id, kind, args, key, attempt, max_attempts, claims, enqueued_at, run_at, crashes, retries``."""
     return ClaimedJob(
         id=row[0],
         queue=queue,
@@ -310,6 +313,7 @@ def claimed_job(queue: str, row: Sequence[Any]) -> ClaimedJob:
         enqueued_at=row[7],
         run_at=row[8],
         crashes=row[9],
+        retries=row[10],
     )
 
 

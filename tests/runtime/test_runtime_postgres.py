@@ -88,12 +88,12 @@ def test_open_refuses_an_unmigrated_database_and_migrate_is_idempotent(pg_server
     try:
 
         async def main() -> None:
-            with pytest.raises(StoreUnavailable, match=r"version 0, this corral needs 2: run `corral migrate"):
+            with pytest.raises(StoreUnavailable, match=r"version 0, this corral needs 3: run `corral migrate"):
                 await Runtime(queues=[], store=url).start()
             stores = [PostgresStore(url, max_size=1, min_size=1) for _ in range(3)]
             applied = await asyncio.gather(*(store.migrate() for store in stores))  # concurrent migrators
-            assert SCHEMA_VERSION == 2
-            assert sorted(applied) == [[], [], [1, 2]]
+            assert SCHEMA_VERSION == 3
+            assert sorted(applied) == [[], [], [1, 2, 3]]
             assert await stores[0].migrate() == []
             await asyncio.gather(*(store.close() for store in stores))
             async with Runtime(queues=[], store=url) as runtime:
@@ -101,7 +101,7 @@ def test_open_refuses_an_unmigrated_database_and_migrate_is_idempotent(pg_server
 
         asyncio.run(main())
         with psycopg.connect(url) as conn:
-            assert conn.execute("SELECT version FROM corral_schema_version ORDER BY version").fetchall() == [(1,), (2,)]
+            assert conn.execute("SELECT version FROM corral_schema_version ORDER BY version").fetchall() == [(1,), (2,), (3,)]
     finally:
         pg_server.drop_database(url)
 

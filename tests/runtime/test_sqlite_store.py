@@ -146,9 +146,9 @@ def test_a_new_database_gets_every_version_once(tmp_path: Path) -> None:
         await second.close()
         return applied, again, later
 
-    assert asyncio.run(main()) == ([1, 2, 3], [], [])
-    assert SCHEMA_VERSION == 3
-    assert [row[0] for row in _read(path, "SELECT version FROM corral_schema_version ORDER BY version")] == [1, 2, 3]
+    assert asyncio.run(main()) == ([1, 2, 3, 4], [], [])
+    assert SCHEMA_VERSION == 4
+    assert [row[0] for row in _read(path, "SELECT version FROM corral_schema_version ORDER BY version")] == [1, 2, 3, 4]
 
 
 def test_a_database_without_versions_is_upgraded_in_place_without_losing_jobs(tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ def test_a_database_without_versions_is_upgraded_in_place_without_losing_jobs(tm
 
     async def main() -> None:
         store = SqliteStore(path=path)
-        assert await store.migrate() == [2, 3]  # version 1 is what the file already has
+        assert await store.migrate() == [2, 3, 4]  # version 1 is what the file already has
         try:
             assert (await store.counts())["q"] == QueueCounts(waiting=1, retrying=1, done=1)
             # the lease taken before the upgrade still holds, and still belongs to its holder
@@ -181,7 +181,7 @@ def test_a_database_without_versions_is_upgraded_in_place_without_losing_jobs(tm
             await store.close()
 
     asyncio.run(main())
-    assert _read(path, "SELECT version FROM corral_schema_version ORDER BY version") == [(1,), (2,), (3,)]
+    assert _read(path, "SELECT version FROM corral_schema_version ORDER BY version") == [(1,), (2,), (3,), (4,)]
     assert [column[1] for column in _read(path, "PRAGMA table_info(corral_key_leases)")] == [
         "queue",
         "key",
@@ -190,8 +190,8 @@ def test_a_database_without_versions_is_upgraded_in_place_without_losing_jobs(tm
         "busy_until",
     ]
     after = _read(path, "SELECT * FROM corral_jobs WHERE state = 'done' ORDER BY id")
-    # untouched by the upgrade, but for the crash count it added (none yet)
-    assert after == [(*row, 0) for row in before if row[5] == "done"]
+    # untouched by the upgrade, but for the crash and retry counts it added (none yet)
+    assert after == [(*row, 0, 0) for row in before if row[5] == "done"]
 
 
 def test_a_database_newer_than_this_corral_is_refused(tmp_path: Path) -> None:
@@ -202,5 +202,5 @@ def test_a_database_newer_than_this_corral_is_refused(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     store = SqliteStore(path=path)
-    with pytest.raises(StoreUnavailable, match=r"the schema is at version 99, newer than this corral knows \(3\)"):
+    with pytest.raises(StoreUnavailable, match=r"the schema is at version 99, newer than this corral knows \(4\)"):
         asyncio.run(store.open())
