@@ -8,8 +8,11 @@ timeout; in-process async: its own task, cancelled at the timeout and recorded s
 the cancellation; in-process sync: its own thread), renewing the attempt's job and key leases for as
 long as that code really runs, so the attempt keeps its slot until then, turning every exception,
 every run past its timeout and every crashed child into a failed attempt with a retry time
-(:func:`retry_delay`) or, at ``max_crashes``, a failed job, handing results to the completer, and
-releasing a job the hard stop interrupted. Claiming is the producer's business.
+(:func:`retry_delay`) or, at ``max_crashes``, a failed job, honouring what the job asked for itself
+(``raise Discard``: failed for good; ``raise Retry``: put back for later with its attempt refunded, up to
+``max_retries_requested`` times), handing results to the completer, releasing a job the hard stop
+interrupted, and reporting each step (events for the ``on_event`` hooks, log lines with structured
+fields). Claiming is the producer's business.
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from corral.runtime.completer import Completer
+from corral.runtime.completer import Completer, Finished
 from corral.runtime.config import RuntimeConfig
 from corral.runtime.declarations import PROCESS, JobContext, JobKind, KindTable, Queue
+from corral.runtime.errors import Discard, Retry
+from corral.runtime.events import EventHooks, log_fields
 from corral.runtime.infra import ChildExit, ProcessAttempt, ProcessPool, describe_exit, run_in_thread, spawn
 from corral.runtime.isolation import child_request, describe_error
 from corral.runtime.lifecycle import Lifecycle
@@ -118,8 +123,10 @@ class JobExecutor:
         waiters: Waiters,
         wake_later: Callable[[str, float], None],
         pool: ProcessPool,
+        events: EventHooks,
     ) -> None:
         self._runtime = runtime
+        self._events = events
         self._pool = pool
         self._store = store
         self._config = config
@@ -130,6 +137,7 @@ class JobExecutor:
         self._waiters = waiters
         self._wake_later = wake_later
         self._in_flight: dict[tuple[int, int], _Attempt] = {}
+        self._began: dict[tuple[int, int], float] = {}  # attempt -> when its code started (monotonic)
         self._jobs_in_flight: Counter[int] = Counter()  # attempts per job id, from claim to the end of their code
         self._stuck: set[tuple[int, int]] = set()
         self._abandoned: list[tuple[ClaimedJob, asyncio.Future[Any]]] = []
@@ -234,6 +242,7 @@ class JobExecutor:
         snooze = self._config.key_busy_snooze
         await self._store.snooze(job.id, job.token, seconds=snooze)
         self._stats.snoozed += 1
+        self._events.job("snoozed", job, retry_in=snooze)
         self._wake_later(queue.name, snooze)
 
     async def _execute(self, queue: Queue, job: ClaimedJob, kind: JobKind) -> None:
@@ -248,6 +257,8 @@ class JobExecutor:
                 if not leased:
                     await self._snooze(queue, job)
                     return
+            self._began[job.id, job.token] = time.monotonic()
+            self._events.job("started", job)
             await self._run(_Attempt(job=job, kind=kind, key=key))
         except asyncio.CancelledError:
             if not self._lifecycle.hard_stopping:
@@ -264,6 +275,7 @@ class JobExecutor:
                 "job %s (%s): settling failed; its lease will expire and it will be rescued", job.id, job.kind
             )
         finally:
+            self._began.pop((job.id, job.token), None)
             if leased and key is not None:
                 try:
                     await self._store.release_key_lease(queue.name, key[1], holder=holder)
@@ -304,7 +316,7 @@ class JobExecutor:
             else:
                 work = run_in_thread(functools.partial(kind.fn, ctx, **args), name=f"corral-job-{job.kind}-{job.id}")
         except BaseException as exc:
-            await self._settle_failure(job, *_describe_error(exc))
+            await self._settle_exception(job, exc)
             return
         self._in_flight[job.id, job.token] = attempt
         try:
@@ -375,8 +387,12 @@ class JobExecutor:
             await self._settle_failure(job, f"the result of job kind {job.kind!r} {reply['unstorable']}", None)
         elif "error" in reply:
             await self._settle_failure(job, str(reply["error"]), reply.get("traceback"))
+        elif "discard" in reply:
+            await self._discard(job, reply["discard"])
+        elif "retry_after" in reply:
+            await self._retry_later(job, float(reply["retry_after"]))
         else:
-            self._completer.submit(Completion(job_id=job.id, token=job.token, result_json=reply.get("result")))
+            self._succeeded(job, reply.get("result"))
 
     async def _outcome(
         self, attempt: _Attempt, ctx: JobContext, work: asyncio.Future[Any], started: float, ended: list[float]
@@ -398,7 +414,7 @@ class JobExecutor:
             return
         exc = work.exception()
         if exc is not None:
-            await self._settle_failure(job, *_describe_error(exc))
+            await self._settle_exception(job, exc)
             return
         result = work.result()
         try:
@@ -406,7 +422,56 @@ class JobExecutor:
         except UnstorableJson as exc:
             await self._settle_failure(job, f"the result of job kind {job.kind!r} {exc}", None)
             return
-        self._completer.submit(Completion(job_id=job.id, token=job.token, result_json=result_json))
+        self._succeeded(job, result_json)
+
+    def _succeeded(self, job: ClaimedJob, result_json: str | None) -> None:
+        completion = Completion(job_id=job.id, token=job.token, result_json=result_json)
+        self._completer.submit(Finished(completion=completion, job=job, duration=self._ran(job)))
+
+    def _ran(self, job: ClaimedJob) -> float:
+        """Seconds since this attempt's code started (0 when it never started)."""
+        began = self._began.get((job.id, job.token))
+        return 0.0 if began is None else time.monotonic() - began
+
+    async def _settle_exception(self, job: ClaimedJob, exc: BaseException) -> None:
+        """The attempt's code raised ``exc``: what the job asked for (Discard, Retry), or a failed attempt."""
+        if isinstance(exc, Discard):
+            await self._discard(job, exc.reason)
+        elif isinstance(exc, Retry):
+            await self._retry_later(job, exc.after)
+        else:
+            await self._settle_failure(job, *_describe_error(exc))
+
+    async def _discard(self, job: ClaimedJob, reason: object) -> None:
+        await self._settle_failure(job, f"Discard: {reason}", None, final=True)
+
+    async def _retry_later(self, job: ClaimedJob, after: float) -> None:
+        """The job raised ``Retry(after=...)``: back to waiting for ``after`` seconds with its attempt
+        refunded, unless it already asked ``max_retries_requested`` times (then it fails for good)."""
+        limit = self._config.max_retries_requested
+        if job.retries >= limit:
+            await self._settle_failure(
+                job,
+                f"Retry: the job asked to run later {job.retries + 1} times (max_retries_requested={limit})",
+                None,
+                final=True,
+            )
+            return
+        await self._store.snooze(job.id, job.token, seconds=after, retried=True)
+        duration = self._ran(job)
+        log.info(
+            "job %s (%s) attempt %d/%d asked to run again in %gs (retry %d of at most %d); its attempt is refunded",
+            job.id,
+            job.kind,
+            job.attempt,
+            job.max_attempts,
+            after,
+            job.retries + 1,
+            limit,
+            extra=log_fields(job, duration),
+        )
+        self._events.job("retried", job, duration=duration, retry_in=after)
+        self._wake_later(job.queue, after)
 
     async def _overran(self, attempt: _Attempt, ctx: JobContext, work: asyncio.Future[Any]) -> None:
         """The attempt passed its timeout: stop it, record it failed, keep its slot until its code ends."""
@@ -449,17 +514,23 @@ class JobExecutor:
                 return True
             await self._renew(attempt)
 
-    @staticmethod
-    def _log_failure(job: ClaimedJob, error: str, *, final: bool) -> None:
-        log.warning(
-            "job %s (%s) attempt %d/%d failed%s: %s",
-            job.id,
-            job.kind,
-            job.attempt,
-            job.max_attempts,
-            " for good" if final else ", will retry",
-            # As the store keeps it: a NUL or a lone surrogate in a log line breaks the log's readers.
-            storable_text(error, limit=MAX_ERROR_CHARS),
+    def _log_failure(self, job: ClaimedJob, error: str, trace: str | None, *, final: bool) -> None:
+        """A failed attempt: at WARNING when the job will retry, at ERROR with its traceback when it is final."""
+        # As the store keeps it: a NUL or a lone surrogate in a log line breaks the log's readers.
+        text = storable_text(error, limit=MAX_ERROR_CHARS)
+        fields = log_fields(job, self._ran(job))
+        if not final:
+            log.warning(
+                "job %s (%s) attempt %d/%d failed, will retry: %s",
+                *(job.id, job.kind, job.attempt, job.max_attempts, text),
+                extra=fields,
+            )
+            return
+        log.error(
+            "job %s (%s) attempt %d/%d failed for good: %s%s",
+            *(job.id, job.kind, job.attempt, job.max_attempts, text),
+            "" if trace is None else "\n" + trace.rstrip(),
+            extra=fields,
         )
 
     async def _settle_failure(
@@ -482,7 +553,7 @@ class JobExecutor:
                 job.id, job.token, error=stored_error, traceback=trace, retry_at=retry_at, crashed=crashed
             )
         except BaseException:
-            self._log_failure(job, error, final=final)  # what happened, though the store could not hear it
+            self._log_failure(job, error, trace, final=final)  # what happened, though the store could not hear it
             raise
         if not recorded:
             # What the store holds stands (a rescue, another claim's outcome): claiming this outcome
@@ -498,7 +569,14 @@ class JobExecutor:
             )
             self._waiters.settled(job.id)  # whoever waits reads back what the store holds
             return
-        self._log_failure(job, error, final=final)
+        self._log_failure(job, error, trace, final=final)
+        self._events.job(
+            "failed" if final else "retried",
+            job,
+            duration=self._ran(job),
+            error=stored_error,
+            retry_in=None if retry_at is None else retry_at - time.time(),
+        )
         if retry_at is not None:
             self._wake_later(job.queue, retry_at - time.time())
         if final:
