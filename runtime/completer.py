@@ -82,6 +82,7 @@ class Completer:
                     len(batch),
                     exc,
                 )
+                self._unrecorded(batch, exc)
                 stored = []
             except Exception as exc:
                 if len(batch) == 1:
@@ -109,6 +110,12 @@ class Completer:
         )
         self._events.job("succeeded", job, duration=done.duration)
 
+    def _unrecorded(self, batch: list[Finished], exc: Exception) -> None:
+        """Successes the store did not record: they run again, so their attempts end ``released``."""
+        for finished in batch:
+            why = f"recording its result failed: {exc}"
+            self._events.job("released", finished.job, duration=finished.duration, error=why)
+
     async def _complete_one_by_one(self, batch: list[Finished]) -> list[Finished]:
         """Record each completion of a batch the store refused alone; return those stored. An outage
         on the way leaves the rest to the rescuer."""
@@ -122,6 +129,7 @@ class Completer:
                     len(batch) - index,
                     exc,
                 )
+                self._unrecorded(batch[index:], exc)
                 break
             except Exception as exc:
                 await self._refused(finished, exc)
@@ -139,13 +147,15 @@ class Completer:
                 completion.job_id,
                 exc,
             )
+            self._unrecorded([finished], exc)
             return
         error = storable_text(f"the result of job {completion.job_id} {exc}", limit=MAX_ERROR_CHARS)
         log.error("job %s: %s", completion.job_id, error, extra=log_fields(finished.job, finished.duration))
         try:
             await self._store.fail(completion.job_id, completion.token, error=error, traceback=None, retry_at=None)
-        except Exception:
+        except Exception as failure:
             log.exception("job %s: recording its unstorable result as a failure failed", completion.job_id)
+            self._unrecorded([finished], failure)
             return
         self._waiters.settled(completion.job_id)
         self._events.job("failed", finished.job, duration=finished.duration, error=error)

@@ -42,7 +42,7 @@ EVENT_BACKLOG = 100_000
 # Seconds stop() lets the hooks take the events still queued before it leaves them behind.
 EVENT_DRAIN = 5.0
 
-JobEventName: TypeAlias = Literal["started", "succeeded", "failed", "retried", "snoozed", "cancelled"]
+JobEventName: TypeAlias = Literal["started", "succeeded", "failed", "retried", "released", "snoozed", "cancelled"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,9 +52,13 @@ class JobEvent:
     ``name``: ``started`` (its code starts), ``succeeded`` (its result is stored), ``failed`` (failed for
     good: its last attempt failed, it raised ``Discard``, or it asked for too many ``Retry``), ``retried``
     (the attempt ended and the job runs again in ``retry_in`` seconds: after an error, or because it raised
-    ``Retry``, then ``error`` is None), ``snoozed`` (put back without running: its key was busy, or an
-    earlier attempt still runs here), ``cancelled`` (it was cancelled). ``queued_for``: seconds from when
-    the job was due to this attempt's claim; ``duration``: seconds its code ran (None before it ran)."""
+    ``Retry``, then ``error`` is None), ``released`` (the attempt ended without an outcome this process
+    recorded, ``error`` says why: the hard stop interrupted it, or the store refused or could not take its
+    outcome; the job runs again, released or rescued), ``snoozed`` (put back without running: its key was
+    busy, or an earlier attempt still runs here), ``cancelled`` (it was cancelled). Every ``started`` is
+    followed by exactly one of ``succeeded``, ``failed``, ``retried``, ``released``, ``cancelled``.
+    ``queued_for``: seconds from when the job was due to this attempt's claim; ``duration``: seconds its
+    code ran (None before it ran)."""
 
     name: JobEventName
     job_id: int

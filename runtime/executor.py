@@ -269,11 +269,13 @@ class JobExecutor:
                 self._stats.released += 1
             except Exception:
                 log.exception("job %s: release after hard stop failed; its lease will expire", job.id)
+            self._released(job, "interrupted by the hard stop")
             raise
-        except Exception:
+        except Exception as exc:
             log.exception(
                 "job %s (%s): settling failed; its lease will expire and it will be rescued", job.id, job.kind
             )
+            self._released(job, f"settling failed: {describe_error(exc)[0]}")
         finally:
             self._began.pop((job.id, job.token), None)
             if leased and key is not None:
@@ -428,6 +430,12 @@ class JobExecutor:
         completion = Completion(job_id=job.id, token=job.token, result_json=result_json)
         self._completer.submit(Finished(completion=completion, job=job, duration=self._ran(job)))
 
+    def _released(self, job: ClaimedJob, why: str) -> None:
+        """The attempt ended without an outcome this process recorded (it runs again): a ``released``
+        event, when its code had started (every ``started`` is followed by one end)."""
+        if (job.id, job.token) in self._began:
+            self._events.job("released", job, duration=self._ran(job), error=why)
+
     def _ran(self, job: ClaimedJob) -> float:
         """Seconds since this attempt's code started (0 when it never started)."""
         began = self._began.get((job.id, job.token))
@@ -568,6 +576,7 @@ class JobExecutor:
                 error,
             )
             self._waiters.settled(job.id)  # whoever waits reads back what the store holds
+            self._released(job, f"the store refused its outcome: {stored_error}")
             return
         self._log_failure(job, error, trace, final=final)
         self._events.job(

@@ -101,7 +101,8 @@ def test_open_refuses_an_unmigrated_database_and_migrate_is_idempotent(pg_server
 
         asyncio.run(main())
         with psycopg.connect(url) as conn:
-            assert conn.execute("SELECT version FROM corral_schema_version ORDER BY version").fetchall() == [(1,), (2,), (3,)]
+            versions = conn.execute("SELECT version FROM corral_schema_version ORDER BY version").fetchall()
+            assert versions == [(1,), (2,), (3,)]
     finally:
         pg_server.drop_database(url)
 

@@ -252,7 +252,7 @@ def test_a_snooze_the_job_asked_for_counts_in_its_retries_and_no_other_does(make
         seen.append((job.attempt, job.retries))
         await store.release(job_id, job.token)
         (job,) = await store.claim("q", 1, "w")
-        assert seen + [(job.attempt, job.retries)] == [(1, 0), (1, 1), (1, 1), (1, 2), (1, 2)]
+        assert [*seen, (job.attempt, job.retries)] == [(1, 0), (1, 1), (1, 1), (1, 2), (1, 2)]
 
     drive(make_store, scenario)
 
