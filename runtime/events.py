@@ -22,6 +22,7 @@ from corral.runtime.infra import DeliveryThread
 from corral.runtime.stores.protocol import ClaimedJob
 
 __all__ = [
+    "ATTEMPT_ENDS",
     "EVENT_BACKLOG",
     "Event",
     "EventHook",
@@ -43,6 +44,9 @@ EVENT_BACKLOG = 100_000
 EVENT_DRAIN = 5.0
 
 JobEventName: TypeAlias = Literal["started", "succeeded", "failed", "retried", "released", "snoozed", "cancelled"]
+
+# The events that end an attempt that started: each ``started`` is followed by exactly one of them.
+ATTEMPT_ENDS: frozenset[JobEventName] = frozenset({"succeeded", "failed", "retried", "released", "cancelled"})
 
 
 @dataclass(frozen=True, kw_only=True)

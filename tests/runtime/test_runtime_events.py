@@ -293,3 +293,27 @@ def test_log_lines_say_the_outcome_with_structured_fields(tmp_path: Path, caplog
         final.getMessage()
     )
     assert (final.kind, final.attempt) == ("ev.bad", 2)  # type: ignore[attr-defined]
+
+
+def test_an_attempt_the_hard_stop_interrupts_ends_released(tmp_path: Path) -> None:
+    db = SqliteBackend(tmp_path / "jobs.db")
+    queue = Queue("z", max_workers=1, timeout=30)
+    recorder = Recorder()
+
+    @queue.job("ev.long")
+    async def long(ctx: JobContext) -> None:
+        await asyncio.sleep(20)
+
+    async def main() -> int:
+        async with make_runtime(db, [queue], on_event=recorder, grace=0.1) as runtime:
+            job_id = await runtime.enqueue("ev.long")
+            while not recorder.of(job_id):  # it started
+                await asyncio.sleep(0.01)
+        return job_id
+
+    job_id = asyncio.run(main())
+    assert [(e.name, e.error) for e in recorder.of(job_id)] == [
+        ("started", None),
+        ("released", "interrupted by the hard stop"),
+    ]
+    assert db.job_row(job_id)["state"] == "waiting"
