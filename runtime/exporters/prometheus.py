@@ -9,7 +9,7 @@ endpoint, a push gateway) is the application's choice, as with any ``prometheus_
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from corral.runtime.events import ATTEMPT_ENDS, Event, JobEvent, RescueEvent, StallEvent
 from corral.runtime.exporters import import_extra
@@ -31,45 +31,18 @@ class PrometheusMetrics:
         prometheus = import_extra("prometheus_client", extra="prometheus")
         where = prometheus.REGISTRY if registry is None else registry
         labels = ("kind", "queue")
-        self.jobs = prometheus.Counter(
-            "jobs",
-            "Attempts ended, and jobs snoozed, by outcome",
-            (*labels, "outcome"),
-            namespace=namespace,
-            registry=where,
-        )
-        self.duration = prometheus.Histogram(
-            "job_duration_seconds",
-            "Seconds an attempt's code ran, by outcome",
-            (*labels, "outcome"),
-            namespace=namespace,
-            registry=where,
-        )
-        self.queued = prometheus.Histogram(
-            "job_queued_seconds",
-            "Seconds from a job's due time to its attempt's start",
-            labels,
-            namespace=namespace,
-            registry=where,
-        )
-        self.in_flight = prometheus.Gauge(
-            "jobs_in_flight", "Attempts whose code runs now", labels, namespace=namespace, registry=where
-        )
-        self.rescued = prometheus.Counter(
-            "jobs_rescued", "Jobs whose lease expired, made retryable (or failed)", namespace=namespace, registry=where
-        )
-        self.stalls = prometheus.Counter(
-            "loop_stalls",
-            "Times the event loop was held past the watchdog's threshold",
-            namespace=namespace,
-            registry=where,
-        )
-        self.stalled_seconds = prometheus.Counter(
-            "loop_stall_seconds",
-            "Seconds the event loop was held, summed over stalls",
-            namespace=namespace,
-            registry=where,
-        )
+        by_outcome = (*labels, "outcome")
+
+        def metric(kind: str, name: str, documentation: str, labelnames: tuple[str, ...] = ()) -> Any:
+            return getattr(prometheus, kind)(name, documentation, labelnames, namespace=namespace, registry=where)
+
+        self.jobs = metric("Counter", "jobs", "Attempts ended, and jobs snoozed, by outcome", by_outcome)
+        self.duration = metric("Histogram", "job_duration_seconds", "Seconds an attempt's code ran", by_outcome)
+        self.queued = metric("Histogram", "job_queued_seconds", "Seconds from a job's due time to its start", labels)
+        self.in_flight = metric("Gauge", "jobs_in_flight", "Attempts whose code runs now", labels)
+        self.rescued = metric("Counter", "jobs_rescued", "Jobs whose lease expired, made retryable (or failed)")
+        self.stalls = metric("Counter", "loop_stalls", "Times the event loop was held past the watchdog's threshold")
+        self.stalled_seconds = metric("Counter", "loop_stall_seconds", "Seconds the event loop was held, summed")
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RescueEvent):
