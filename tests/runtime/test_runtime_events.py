@@ -209,10 +209,13 @@ def test_a_hook_that_raises_or_is_slow_neither_breaks_nor_holds_the_runtime(
         statuses, took = asyncio.run(main())
     assert [(s.state, s.result) for s in statuses] == [("done", n) for n in range(3)]
     assert took < 0.9  # six events behind a 0.3 s hook would take 1.8 s on the loop
-    assert {e.name for e in recorder.events if isinstance(e, JobEvent)} == {"started", "succeeded"}
-    assert len(recorder.events) == 6  # the broken hook did not keep the hooks after it from any event
+    job_events = [e for e in recorder.events if isinstance(e, JobEvent)]
+    assert sorted(e.name for e in job_events) == ["started"] * 3 + ["succeeded"] * 3
+    # the broken hook raised on every event (a loaded machine may add a loop stall), and the hooks
+    # after it got each one all the same
     broken_lines = [r for r in caplog.records if "event hook" in r.getMessage()]
-    assert len(broken_lines) == 6 and "test_a_hook_that_raises_or_is_slow" in broken_lines[0].getMessage()
+    assert len(broken_lines) == len(recorder.events) >= 6
+    assert "test_a_hook_that_raises_or_is_slow" in broken_lines[0].getMessage()
     assert broken_lines[0].exc_info is not None
 
 
