@@ -92,8 +92,8 @@ def test_open_refuses_an_unmigrated_database_and_migrate_is_idempotent(pg_server
                 await Runtime(queues=[], store=url).start()
             stores = [PostgresStore(url, max_size=1, min_size=1) for _ in range(3)]
             applied = await asyncio.gather(*(store.migrate() for store in stores))  # concurrent migrators
-            assert SCHEMA_VERSION == 4
-            assert sorted(applied) == [[], [], [1, 2, 3, 4]]
+            assert SCHEMA_VERSION == 5
+            assert sorted(applied) == [[], [], [1, 2, 3, 4, 5]]
             assert await stores[0].migrate() == []
             await asyncio.gather(*(store.close() for store in stores))
             async with Runtime(queues=[], store=url) as runtime:
@@ -113,7 +113,7 @@ def test_migrate_cli(pg_server: Any) -> None:
         cli = Cli(_UrlBackend(url))
         first = cli.run("migrate", "pgapp:runtime")
         assert first.returncode == 0, first.stderr
-        assert "applied schema version(s) 1, 2, 3, 4" in first.stdout
+        assert "applied schema version(s) 1, 2, 3, 4, 5" in first.stdout
         again = cli.run("migrate", "pgapp:runtime")
         assert again.returncode == 0 and "schema up to date" in again.stdout
         jobs = cli.run("jobs", "pgapp:runtime")
