@@ -75,10 +75,13 @@ LOOP_STALL_WARNING = 0.5
 
 def _encode(what: str, kind: JobKind, args: Mapping[str, Any]) -> str:
     """``args`` as the JSON a job of ``kind`` is stored with; JobArgumentError says which argument is wrong."""
-    try:
-        kind.signature.bind(None, **args)
-    except TypeError as exc:
-        raise JobArgumentError(f"{what} do not fit job kind {kind.name!r} ({kind.fn.__qualname__}): {exc}") from None
+    if kind.keywords is None or not kind.keywords.fits(args.keys()):
+        try:
+            kind.signature.bind(None, **args)
+        except TypeError as exc:
+            raise JobArgumentError(
+                f"{what} do not fit job kind {kind.name!r} ({kind.fn.__qualname__}): {exc}"
+            ) from None
     try:
         return encode_json(args)
     except UnstorableJson as whole:
