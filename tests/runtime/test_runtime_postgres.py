@@ -88,7 +88,9 @@ def test_open_refuses_an_unmigrated_database_and_migrate_is_idempotent(pg_server
     try:
 
         async def main() -> None:
-            with pytest.raises(StoreUnavailable, match=r"version 0, this corral needs 3: run `corral migrate"):
+            with pytest.raises(
+                StoreUnavailable, match=rf"version 0, this corral needs {SCHEMA_VERSION}: run `corral migrate"
+            ):
                 await Runtime(queues=[], store=url).start()
             stores = [PostgresStore(url, max_size=1, min_size=1) for _ in range(3)]
             applied = await asyncio.gather(*(store.migrate() for store in stores))  # concurrent migrators
