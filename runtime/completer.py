@@ -1,7 +1,8 @@
 """The completer: records successful jobs in batches, one store transaction per batch.
 
 Owns the queue of completions between the executor (which submits each job's result) and the
-store, and resolves the waiters of the jobs once their completion is stored.
+store, resolves the waiters of the jobs once their completion is stored, and reports each stored success
+(a ``succeeded`` event and an INFO line with its duration).
 A batch the store refuses is recorded again row by row, so one result the store cannot hold
 fails only its own job (for good); the others are done. Failures of the jobs themselves are not
 its business: the executor records those, one by one.
@@ -11,30 +12,42 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 from corral.runtime.errors import StoreUnavailable
+from corral.runtime.events import EventHooks, log_fields
 from corral.runtime.payloads import MAX_ERROR_CHARS, UnstorableJson, storable_text
 from corral.runtime.stats import RuntimeStats
-from corral.runtime.stores.protocol import Completion, Store
+from corral.runtime.stores.protocol import ClaimedJob, Completion, Store
 from corral.runtime.waiters import Waiters
 
-__all__ = ["Completer"]
+__all__ = ["Completer", "Finished"]
 
 log = logging.getLogger("corral.runtime")
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A successful attempt waiting to be recorded: its completion, its claim and how long its code ran."""
+
+    completion: Completion
+    job: ClaimedJob
+    duration: float
 
 
 class Completer:
     """Batches completions: every completion waiting when the store is free goes in one transaction."""
 
-    def __init__(self, *, store: Store, stats: RuntimeStats, waiters: Waiters) -> None:
+    def __init__(self, *, store: Store, stats: RuntimeStats, waiters: Waiters, events: EventHooks) -> None:
         self._store = store
         self._stats = stats
         self._waiters = waiters
-        self._inbox: asyncio.Queue[Completion | None] = asyncio.Queue()
+        self._events = events
+        self._inbox: asyncio.Queue[Finished | None] = asyncio.Queue()
 
-    def submit(self, completion: Completion) -> None:
+    def submit(self, finished: Finished) -> None:
         """Queue a finished job's result for the next batch."""
-        self._inbox.put_nowait(completion)
+        self._inbox.put_nowait(finished)
 
     def finish(self) -> None:
         """No more completions will come: :meth:`run` records what is queued, then returns."""
@@ -46,7 +59,7 @@ class Completer:
         closing = False
         while not closing:
             first = await self._inbox.get()
-            batch: list[Completion] = []
+            batch: list[Finished] = []
             if first is None:
                 closing = True
             else:
@@ -60,7 +73,7 @@ class Completer:
             if not batch:
                 continue
             try:
-                await self._store.complete(batch)
+                await self._store.complete([finished.completion for finished in batch])
                 stored = batch
             except StoreUnavailable as exc:
                 # An outage: row by row would only wait on the store once per row.
@@ -69,6 +82,7 @@ class Completer:
                     len(batch),
                     exc,
                 )
+                self._unrecorded(batch, exc)
                 stored = []
             except Exception as exc:
                 if len(batch) == 1:
@@ -80,43 +94,68 @@ class Completer:
                     stored = await self._complete_one_by_one(batch)
             self._stats.completed += len(stored)
             for done in stored:
-                self._waiters.settled(done.job_id)
+                self._waiters.settled(done.job.id)
+                self._report(done)
 
-    async def _complete_one_by_one(self, batch: list[Completion]) -> list[Completion]:
+    def _report(self, done: Finished) -> None:
+        job = done.job
+        log.info(
+            "job %s (%s) attempt %d/%d succeeded in %.1f ms",
+            job.id,
+            job.kind,
+            job.attempt,
+            job.max_attempts,
+            done.duration * 1000.0,
+            extra=log_fields(job, done.duration),
+        )
+        self._events.job("succeeded", job, duration=done.duration)
+
+    def _unrecorded(self, batch: list[Finished], exc: Exception) -> None:
+        """Successes the store did not record: they run again, so their attempts end ``released``."""
+        for finished in batch:
+            why = f"recording its result failed: {exc}"
+            self._events.job("released", finished.job, duration=finished.duration, error=why)
+
+    async def _complete_one_by_one(self, batch: list[Finished]) -> list[Finished]:
         """Record each completion of a batch the store refused alone; return those stored. An outage
         on the way leaves the rest to the rescuer."""
-        stored: list[Completion] = []
-        for index, completion in enumerate(batch):
+        stored: list[Finished] = []
+        for index, finished in enumerate(batch):
             try:
-                await self._store.complete([completion])
+                await self._store.complete([finished.completion])
             except StoreUnavailable as exc:
                 log.error(
                     "recording %d completion(s) failed (%s); their leases will expire and they will rerun",
                     len(batch) - index,
                     exc,
                 )
+                self._unrecorded(batch[index:], exc)
                 break
             except Exception as exc:
-                await self._refused(completion, exc)
+                await self._refused(finished, exc)
             else:
-                stored.append(completion)
+                stored.append(finished)
         return stored
 
-    async def _refused(self, completion: Completion, exc: Exception) -> None:
+    async def _refused(self, finished: Finished, exc: Exception) -> None:
         """The store refused this completion alone: a value it cannot hold fails the job for good
         (running it again would make the same result); an outage leaves it to the rescuer."""
+        completion = finished.completion
         if not isinstance(exc, UnstorableJson):
             log.error(
                 "recording the completion of job %s failed (%s); its lease will expire and it will rerun",
                 completion.job_id,
                 exc,
             )
+            self._unrecorded([finished], exc)
             return
         error = storable_text(f"the result of job {completion.job_id} {exc}", limit=MAX_ERROR_CHARS)
-        log.error("job %s: %s", completion.job_id, error)
+        log.error("job %s: %s", completion.job_id, error, extra=log_fields(finished.job, finished.duration))
         try:
             await self._store.fail(completion.job_id, completion.token, error=error, traceback=None, retry_at=None)
-        except Exception:
+        except Exception as failure:
             log.exception("job %s: recording its unstorable result as a failure failed", completion.job_id)
+            self._unrecorded([finished], failure)
             return
         self._waiters.settled(completion.job_id)
+        self._events.job("failed", finished.job, duration=finished.duration, error=error)

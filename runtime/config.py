@@ -15,6 +15,7 @@ from types import MappingProxyType
 
 from corral.runtime.declarations import JobKind, KindTable, Queue
 from corral.runtime.errors import ConfigError
+from corral.runtime.events import EventHook, check_hooks
 from corral.runtime.includes import check_modules
 
 __all__ = ["RuntimeConfig"]
@@ -99,11 +100,22 @@ class RuntimeConfig:
     """Attempts of one job that may crash their worker process (``isolation="process"``: the child died
     without answering) before the job is failed for good as "crashed its worker process N times"."""
 
+    max_retries_requested: int = 25
+    """Times one job may ``raise Retry`` (each refunds its attempt); the next request fails the job for good,
+    so a job that always asks to run later ends instead of cycling forever."""
+
     migrate: bool = False
     """Create or upgrade the store's schema at ``start()`` (else run ``corral migrate``)."""
 
     worker_id: str | None = None
     """How this process signs its claims; None: ``host:pid:random``, made when the runtime is built."""
+
+    on_event: EventHook | Sequence[EventHook] | None = None
+    """A callable, or several, each called with every :mod:`~corral.runtime.events` event (a job started,
+    succeeded, failed, was retried or snoozed; a rescue; a loop stall), on a thread of their own."""
+
+    hooks: tuple[EventHook, ...] = field(init=False, repr=False, compare=False)
+    """``on_event`` as a tuple (empty without hooks)."""
 
     queues_by_name: Mapping[str, Queue] = field(init=False, repr=False, compare=False)
     """The queues by name, in declaration order."""
@@ -130,6 +142,9 @@ class RuntimeConfig:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{label} must be an integer >= 1, got {value!r}")
+        retries = self.max_retries_requested
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ConfigError(f"max_retries_requested must be an integer >= 0, got {retries!r}")
         relay = self.relay
         if isinstance(relay, bool) or not isinstance(relay, int) or relay < 0:
             raise ConfigError(f"relay must be an integer >= 0, got {relay!r}")
@@ -157,5 +172,6 @@ class RuntimeConfig:
         # frozen: the derived fields are set once, here, like the validated ones above
         object.__setattr__(self, "queues", tuple(queues))
         object.__setattr__(self, "include", include)
+        object.__setattr__(self, "hooks", check_hooks(self.on_event))
         object.__setattr__(self, "queues_by_name", MappingProxyType(by_name))
         object.__setattr__(self, "kinds", MappingProxyType(kinds))

@@ -16,7 +16,7 @@ import inspect
 import math
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -80,6 +80,44 @@ def _check_positive_int(what: str, value: object) -> int:
 
 
 @dataclass(frozen=True)
+class KeywordShape:
+    """Which keyword arguments a job function takes after its context (its first parameter, ``context``):
+    ``accepted`` names (any other name too with ``**kwargs``: ``any_name``) and the ``required`` ones (no
+    default)."""
+
+    context: str
+    accepted: frozenset[str]
+    required: frozenset[str]
+    any_name: bool
+
+    @classmethod
+    def of(cls, signature: inspect.Signature) -> KeywordShape | None:
+        """The shape of a signature whose parameters after the first are keyword-able, else None."""
+        accepted: set[str] = set()
+        required: set[str] = set()
+        any_name = False
+        context, *parameters = signature.parameters.values()
+        for parameter in parameters:
+            if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+                any_name = True
+            elif parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
+                accepted.add(parameter.name)
+                if parameter.default is inspect.Parameter.empty:
+                    required.add(parameter.name)
+            else:
+                return None  # *args or a positional-only parameter: Signature.bind decides
+        return cls(context.name, frozenset(accepted), frozenset(required), any_name)
+
+    def fits(self, names: Collection[str]) -> bool:
+        """Whether a call with these keyword names binds (False: ``Signature.bind`` says why not)."""
+        if not self.required.issubset(names):
+            return False
+        if self.any_name:
+            return self.context not in names
+        return self.accepted.issuperset(names)
+
+
+@dataclass(frozen=True)
 class JobKind:
     """One registered job kind: its function and the limits it runs under."""
 
@@ -98,6 +136,9 @@ class JobKind:
     unique: Unique | None = None
     """Its jobs' ``unique=`` when the enqueue gives none."""
     signature: inspect.Signature = field(repr=False, compare=False, default=inspect.Signature())
+    keywords: KeywordShape | None = field(repr=False, compare=False, default=None)
+    """The keyword arguments the function takes after its context, when that alone says which calls fit
+    (no ``*args``, no positional-only parameters): the enqueue path checks them without ``Signature.bind``."""
 
     @property
     def lease_seconds(self) -> float:
@@ -264,6 +305,7 @@ class Queue:
             priority=priority,
             unique=unique,
             signature=signature,
+            keywords=KeywordShape.of(signature),
         )
         _DECLARING_QUEUES[name] = self
 

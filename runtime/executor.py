@@ -8,10 +8,13 @@ timeout; in-process async: its own task, cancelled at the timeout and recorded s
 the cancellation; in-process sync: its own thread), renewing the attempt's job and key leases for as
 long as that code really runs, so the attempt keeps its slot until then, turning every exception,
 every run past its timeout and every crashed child into a failed attempt with a retry time
-(:func:`retry_delay`) or, at ``max_crashes``, a failed job, handing results to the completer,
-stopping an attempt whose job was cancelled (:meth:`JobExecutor.cancel`: an async task is cancelled, a
-child is killed, a sync job's ``ctx.stop_requested`` is set; its slot stays taken until its code
-ends), and releasing a job the hard stop interrupted. Claiming is the producer's business.
+(:func:`retry_delay`) or, at ``max_crashes``, a failed job, honouring what the job asked for itself
+(``raise Discard``: failed for good; ``raise Retry``: put back for later with its attempt refunded, up to
+``max_retries_requested`` times), handing results to the completer, stopping an attempt whose job was
+cancelled (:meth:`JobExecutor.cancel`: an async task is cancelled, a child is killed, a sync job's
+``ctx.stop_requested`` is set; its slot stays taken until its code ends), releasing a job the hard stop
+interrupted, and reporting each step (events for the ``on_event`` hooks, log lines with structured
+fields). Claiming is the producer's business.
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from corral.runtime.completer import Completer
+from corral.runtime.completer import Completer, Finished
 from corral.runtime.config import RuntimeConfig
 from corral.runtime.declarations import PROCESS, JobContext, JobKind, KindTable, Queue
+from corral.runtime.errors import Discard, Retry
+from corral.runtime.events import EventHooks, log_fields
 from corral.runtime.infra import ChildExit, ProcessAttempt, ProcessPool, describe_exit, run_in_thread, spawn
 from corral.runtime.isolation import child_request, describe_error
 from corral.runtime.lifecycle import Lifecycle
@@ -126,8 +131,10 @@ class JobExecutor:
         waiters: Waiters,
         wake_later: Callable[[str, float], None],
         pool: ProcessPool,
+        events: EventHooks,
     ) -> None:
         self._runtime = runtime
+        self._events = events
         self._pool = pool
         self._store = store
         self._config = config
@@ -138,6 +145,7 @@ class JobExecutor:
         self._waiters = waiters
         self._wake_later = wake_later
         self._in_flight: dict[tuple[int, int], _Attempt] = {}
+        self._began: dict[tuple[int, int], float] = {}  # attempt -> when its code started (monotonic)
         self._jobs_in_flight: Counter[int] = Counter()  # attempts per job id, from claim to the end of their code
         self._stuck: set[tuple[int, int]] = set()
         self._abandoned: list[tuple[ClaimedJob, asyncio.Future[Any]]] = []
@@ -256,6 +264,7 @@ class JobExecutor:
         snooze = self._config.key_busy_snooze
         await self._store.snooze(job.id, job.token, seconds=snooze)
         self._stats.snoozed += 1
+        self._events.job("snoozed", job, retry_in=snooze)
         self._wake_later(queue.name, snooze)
 
     async def _execute(self, queue: Queue, job: ClaimedJob, kind: JobKind) -> None:
@@ -270,6 +279,8 @@ class JobExecutor:
                 if not leased:
                     await self._snooze(queue, job)
                     return
+            self._began[job.id, job.token] = time.monotonic()
+            self._events.job("started", job)
             await self._run(_Attempt(job=job, kind=kind, key=key))
         except asyncio.CancelledError:
             if not self._lifecycle.hard_stopping:
@@ -280,12 +291,15 @@ class JobExecutor:
                 self._stats.released += 1
             except Exception:
                 log.exception("job %s: release after hard stop failed; its lease will expire", job.id)
+            self._released(job, "interrupted by the hard stop")
             raise
-        except Exception:
+        except Exception as exc:
             log.exception(
                 "job %s (%s): settling failed; its lease will expire and it will be rescued", job.id, job.kind
             )
+            self._released(job, f"settling failed: {describe_error(exc)[0]}")
         finally:
+            self._began.pop((job.id, job.token), None)
             if leased and key is not None:
                 try:
                     await self._store.release_key_lease(queue.name, key[1], holder=holder)
@@ -326,7 +340,7 @@ class JobExecutor:
             else:
                 work = run_in_thread(functools.partial(kind.fn, ctx, **args), name=f"corral-job-{job.kind}-{job.id}")
         except BaseException as exc:
-            await self._settle_failure(job, *_describe_error(exc))
+            await self._settle_exception(job, exc)
             return
         self._in_flight[job.id, job.token] = attempt
         try:
@@ -400,8 +414,12 @@ class JobExecutor:
             await self._settle_failure(job, f"the result of job kind {job.kind!r} {reply['unstorable']}", None)
         elif "error" in reply:
             await self._settle_failure(job, str(reply["error"]), reply.get("traceback"))
+        elif "discard" in reply:
+            await self._discard(job, reply["discard"])
+        elif "retry_after" in reply:
+            await self._retry_later(job, float(reply["retry_after"]))
         else:
-            self._completer.submit(Completion(job_id=job.id, token=job.token, result_json=reply.get("result")))
+            self._succeeded(job, reply.get("result"))
 
     async def _outcome(
         self, attempt: _Attempt, ctx: JobContext, work: asyncio.Future[Any], started: float, ended: list[float]
@@ -426,7 +444,7 @@ class JobExecutor:
             return
         exc = work.exception()
         if exc is not None:
-            await self._settle_failure(job, *_describe_error(exc))
+            await self._settle_exception(job, exc)
             return
         result = work.result()
         try:
@@ -434,7 +452,62 @@ class JobExecutor:
         except UnstorableJson as exc:
             await self._settle_failure(job, f"the result of job kind {job.kind!r} {exc}", None)
             return
-        self._completer.submit(Completion(job_id=job.id, token=job.token, result_json=result_json))
+        self._succeeded(job, result_json)
+
+    def _succeeded(self, job: ClaimedJob, result_json: str | None) -> None:
+        completion = Completion(job_id=job.id, token=job.token, result_json=result_json)
+        self._completer.submit(Finished(completion=completion, job=job, duration=self._ran(job)))
+
+    def _released(self, job: ClaimedJob, why: str) -> None:
+        """The attempt ended without an outcome this process recorded (it runs again): a ``released``
+        event, when its code had started (every ``started`` is followed by one end)."""
+        if (job.id, job.token) in self._began:
+            self._events.job("released", job, duration=self._ran(job), error=why)
+
+    def _ran(self, job: ClaimedJob) -> float:
+        """Seconds since this attempt's code started (0 when it never started)."""
+        began = self._began.get((job.id, job.token))
+        return 0.0 if began is None else time.monotonic() - began
+
+    async def _settle_exception(self, job: ClaimedJob, exc: BaseException) -> None:
+        """The attempt's code raised ``exc``: what the job asked for (Discard, Retry), or a failed attempt."""
+        if isinstance(exc, Discard):
+            await self._discard(job, exc.reason)
+        elif isinstance(exc, Retry):
+            await self._retry_later(job, exc.after)
+        else:
+            await self._settle_failure(job, *_describe_error(exc))
+
+    async def _discard(self, job: ClaimedJob, reason: object) -> None:
+        await self._settle_failure(job, f"Discard: {reason}", None, final=True)
+
+    async def _retry_later(self, job: ClaimedJob, after: float) -> None:
+        """The job raised ``Retry(after=...)``: back to waiting for ``after`` seconds with its attempt
+        refunded, unless it already asked ``max_retries_requested`` times (then it fails for good)."""
+        limit = self._config.max_retries_requested
+        if job.retries >= limit:
+            await self._settle_failure(
+                job,
+                f"Retry: the job asked to run later {job.retries + 1} times (max_retries_requested={limit})",
+                None,
+                final=True,
+            )
+            return
+        await self._store.snooze(job.id, job.token, seconds=after, retried=True)
+        duration = self._ran(job)
+        log.info(
+            "job %s (%s) attempt %d/%d asked to run again in %gs (retry %d of at most %d); its attempt is refunded",
+            job.id,
+            job.kind,
+            job.attempt,
+            job.max_attempts,
+            after,
+            job.retries + 1,
+            limit,
+            extra=log_fields(job, duration),
+        )
+        self._events.job("retried", job, duration=duration, retry_in=after)
+        self._wake_later(job.queue, after)
 
     async def _overran(self, attempt: _Attempt, ctx: JobContext, work: asyncio.Future[Any]) -> None:
         """The attempt passed its timeout: stop it, record it failed, keep its slot until its code ends."""
@@ -492,6 +565,7 @@ class JobExecutor:
         """The store holds the job cancelled already: nothing to record but the log line and the waiters."""
         self._stats.cancelled_attempts += 1
         log.info("job %s (%s) attempt %d was cancelled: %s", job.id, job.kind, job.attempt, how)
+        self._events.job("cancelled", job, duration=self._ran(job), error=how)
         self._waiters.settled(job.id)
 
     async def _hold(
@@ -514,17 +588,23 @@ class JobExecutor:
                 return False  # cancelled
             await self._renew(attempt)
 
-    @staticmethod
-    def _log_failure(job: ClaimedJob, error: str, *, final: bool) -> None:
-        log.warning(
-            "job %s (%s) attempt %d/%d failed%s: %s",
-            job.id,
-            job.kind,
-            job.attempt,
-            job.max_attempts,
-            " for good" if final else ", will retry",
-            # As the store keeps it: a NUL or a lone surrogate in a log line breaks the log's readers.
-            storable_text(error, limit=MAX_ERROR_CHARS),
+    def _log_failure(self, job: ClaimedJob, error: str, trace: str | None, *, final: bool) -> None:
+        """A failed attempt: at WARNING when the job will retry, at ERROR with its traceback when it is final."""
+        # As the store keeps it: a NUL or a lone surrogate in a log line breaks the log's readers.
+        text = storable_text(error, limit=MAX_ERROR_CHARS)
+        fields = log_fields(job, self._ran(job))
+        if not final:
+            log.warning(
+                "job %s (%s) attempt %d/%d failed, will retry: %s",
+                *(job.id, job.kind, job.attempt, job.max_attempts, text),
+                extra=fields,
+            )
+            return
+        log.error(
+            "job %s (%s) attempt %d/%d failed for good: %s%s",
+            *(job.id, job.kind, job.attempt, job.max_attempts, text),
+            "" if trace is None else "\n" + trace.rstrip(),
+            extra=fields,
         )
 
     async def _settle_failure(
@@ -547,7 +627,7 @@ class JobExecutor:
                 job.id, job.token, error=stored_error, traceback=trace, retry_at=retry_at, crashed=crashed
             )
         except BaseException:
-            self._log_failure(job, error, final=final)  # what happened, though the store could not hear it
+            self._log_failure(job, error, trace, final=final)  # what happened, though the store could not hear it
             raise
         if not recorded:
             # What the store holds stands (a rescue, another claim's outcome): claiming this outcome
@@ -562,8 +642,16 @@ class JobExecutor:
                 error,
             )
             self._waiters.settled(job.id)  # whoever waits reads back what the store holds
+            self._released(job, f"the store refused its outcome: {stored_error}")
             return
-        self._log_failure(job, error, final=final)
+        self._log_failure(job, error, trace, final=final)
+        self._events.job(
+            "failed" if final else "retried",
+            job,
+            duration=self._ran(job),
+            error=stored_error,
+            retry_in=None if retry_at is None else retry_at - time.time(),
+        )
         if retry_at is not None:
             self._wake_later(job.queue, retry_at - time.time())
         if final:

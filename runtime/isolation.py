@@ -1,10 +1,11 @@
 """What crosses into a child process for an ``isolation="process"`` attempt, and what the child does with it.
 
 Owns the request (the kind's name, where its function lives, the JSON arguments and the context's
-fields) and the reply (the result's JSON, an error text with its traceback, or why the result cannot
-be stored), both plain JSON: nothing is pickled. The child looks its job function up by kind name in
-the job kinds it inherited (fork) or imports it by ``module:qualname`` (spawn), runs it (an ``async
-def`` under its own event loop), and checks its result as every store will (:mod:`corral.runtime.payloads`),
+fields) and the reply (the result's JSON, an error text with its traceback, why the result cannot
+be stored, or what the job asked for: ``discard`` with its reason, ``retry_after`` seconds), both
+plain JSON: nothing is pickled. The child looks its job function up by kind name in the job kinds
+it inherited (fork) or imports it by ``module:qualname`` (spawn), runs it (an ``async def`` under
+its own event loop), and checks its result as every store will (:mod:`corral.runtime.payloads`),
 so an unstorable result fails only its own job. The processes themselves are
 :mod:`corral.runtime.infra.processes`'.
 """
@@ -20,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from corral.runtime.declarations import JobContext, JobKind
+from corral.runtime.errors import Discard, Retry
 from corral.runtime.payloads import UnstorableJson, encode_json
 from corral.runtime.stores.protocol import ClaimedJob
 
@@ -64,6 +66,10 @@ def _run(fn: Callable[..., Any], request: Mapping[str, Any]) -> dict[str, Any]:
     try:
         args = json.loads(request["args"])
         result = asyncio.run(fn(ctx, **args)) if inspect.iscoroutinefunction(fn) else fn(ctx, **args)
+    except Discard as exc:
+        return {"discard": str(exc.reason)}
+    except Retry as exc:
+        return {"retry_after": exc.after}
     except BaseException as exc:  # SystemExit, KeyboardInterrupt too: a failed attempt, not a dead child
         error, trace = describe_error(exc)
         return {"error": error, "traceback": trace}

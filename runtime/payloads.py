@@ -39,10 +39,14 @@ class UnstorableJson(ValueError):
     NUL character ..."): the caller puts whose value it is in front."""
 
 
+# One encoder for every value: `json.dumps` with options builds a new one per call.
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+
+
 def encode_json(value: Any) -> str:
     """``value`` as compact JSON every store accepts; :class:`UnstorableJson` says why not."""
     try:
-        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+        text = _ENCODER.encode(value)
     except RecursionError:
         raise UnstorableJson(f"is nested more than {MAX_JSON_DEPTH} levels deep") from None
     except (TypeError, ValueError) as exc:

@@ -38,6 +38,7 @@ from corral.runtime.errors import (
     StoreUnavailable,
     UnknownJobKind,
 )
+from corral.runtime.events import EventHook, EventHooks, StallEvent
 from corral.runtime.executor import JobExecutor
 from corral.runtime.includes import import_modules
 from corral.runtime.infra import (
@@ -74,10 +75,13 @@ LOOP_STALL_WARNING = 0.5
 
 def _encode(what: str, kind: JobKind, args: Mapping[str, Any]) -> str:
     """``args`` as the JSON a job of ``kind`` is stored with; JobArgumentError says which argument is wrong."""
-    try:
-        kind.signature.bind(None, **args)
-    except TypeError as exc:
-        raise JobArgumentError(f"{what} do not fit job kind {kind.name!r} ({kind.fn.__qualname__}): {exc}") from None
+    if kind.keywords is None or not kind.keywords.fits(args.keys()):
+        try:
+            kind.signature.bind(None, **args)
+        except TypeError as exc:
+            raise JobArgumentError(
+                f"{what} do not fit job kind {kind.name!r} ({kind.fn.__qualname__}): {exc}"
+            ) from None
     try:
         return encode_json(args)
     except UnstorableJson as whole:
@@ -129,8 +133,10 @@ class Runtime:
         enqueue_timeout: float = 10.0,
         prune_interval: float = 600.0,
         max_crashes: int = 3,
+        max_retries_requested: int = 25,
         migrate: bool = False,
         worker_id: str | None = None,
+        on_event: EventHook | Sequence[EventHook] | None = None,
     ) -> None:
         self.config = RuntimeConfig(
             queues=queues,
@@ -154,14 +160,17 @@ class Runtime:
             enqueue_timeout=enqueue_timeout,
             prune_interval=prune_interval,
             max_crashes=max_crashes,
+            max_retries_requested=max_retries_requested,
             migrate=migrate,
             worker_id=worker_id,
+            on_event=on_event,
         )
         config = self.config
         self.store: Store = open_store(store, max_conns=config.max_conns)
         self.max_conns = self.store.pool_size or config.max_conns
         self.worker_id = config.worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.stats = RuntimeStats()
+        self._events = EventHooks(config.hooks)
         self._lifecycle = Lifecycle()
         self._grace_ended = asyncio.Event()  # end_grace(): the soft stop waits no longer
         # True when the store pushes other processes' notices (PostgreSQL LISTEN): polling is then
@@ -181,7 +190,7 @@ class Runtime:
             generation=lambda: self._kinds.generation,
         )
         self._waiters = Waiters(store=self.store, config=config, lifecycle=self._lifecycle, pushed=self._pushed)
-        self._completer = Completer(store=self.store, stats=self.stats, waiters=self._waiters)
+        self._completer = Completer(store=self.store, stats=self.stats, waiters=self._waiters, events=self._events)
         self._executor = JobExecutor(
             runtime=self,
             store=self.store,
@@ -192,6 +201,7 @@ class Runtime:
             waiters=self._waiters,
             wake_later=self._producers.wake_later,
             pool=self._pool,
+            events=self._events,
         )
         self._relay = Relay(
             store=self.store, config=config, lifecycle=self._lifecycle, stats=self.stats, wake=self._producers.wake
@@ -204,6 +214,7 @@ class Runtime:
             wake_all=self._producers.wake_all,
             renew_in_flight=self._executor.renew_in_flight,
             crash_kinds=lambda: [kind.name for kind in self._kinds.values() if kind.isolation == IN_PROCESS],
+            events=self._events,
         )
         self._pruner = Pruner(store=self.store, config=config, lifecycle=self._lifecycle)
         self._canceller = Canceller(
@@ -220,7 +231,10 @@ class Runtime:
         self._claim_loops: list[asyncio.Task[None]] = []
         self._plumbing: list[asyncio.Task[None]] = []
         self._completer_task: asyncio.Task[None] | None = None
-        self._watchdog = LoopWatchdog(threshold=LOOP_STALL_WARNING, on_stall=self._executor.renew_while_loop_held)
+        self._worked: tuple[str, ...] = ()  # the queues start() works
+        self._watchdog = LoopWatchdog(
+            threshold=LOOP_STALL_WARNING, on_stall=self._executor.renew_while_loop_held, after_stall=self._stalled
+        )
 
     # -- declarations ---------------------------------------------------------------------------
 
@@ -291,6 +305,8 @@ class Runtime:
                 if any(kind.isolation == PROCESS for kind in by_name[name].kinds.values())
             )
         )
+        self._events.start()
+        self._worked = tuple(names)
         self._watchdog.start()
         self._completer_task = spawn(self._completer.run(), name="corral:completer")
         self._plumbing.append(spawn(self._waiters.run(), name="corral:notifier"))
@@ -359,6 +375,7 @@ class Runtime:
         self._waiters.answer_unknown()
         await self.store.close()
         await self._watchdog.stop()
+        await self._events.stop()
         self._lifecycle.enter(State.STOPPED)
         log.info("corral runtime %s stopped", self.worker_id)
 
@@ -367,6 +384,9 @@ class Runtime:
         running are cancelled and released back to waiting, as when its grace runs out (``corral
         worker`` calls it on a second SIGINT or SIGTERM)."""
         self._grace_ended.set()
+
+    def _stalled(self, seconds: float) -> None:
+        self._events.emit(StallEvent(queues=self._worked, duration=seconds, at=time.time()))
 
     @staticmethod
     async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:

@@ -10,25 +10,42 @@ to its documentation in `rule_docs`, and the fingerprint that follows a finding 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, cast
 
-from corral.gates.engine.run import CheckResult
-from corral.gates.outputs.github import render_github
-from corral.gates.outputs.gitlab import render_gitlab
-from corral.gates.outputs.json import render_json
-from corral.gates.outputs.junit import render_junit
-from corral.gates.outputs.markdown import render_markdown
-from corral.gates.outputs.sarif import render_sarif
-from corral.gates.outputs.text import render_text
+if TYPE_CHECKING:
+    from corral.gates.engine.run import CheckResult
 
-FORMATS: dict[str, Callable[[CheckResult], str]] = {
-    "text": render_text,
-    "json": render_json,
-    "github": render_github,
-    "sarif": render_sarif,
-    "markdown": render_markdown,
-    "junit": render_junit,
-    "gitlab": render_gitlab,
+Renderer = Callable[["CheckResult"], str]
+
+# Format name -> the module of this package and its renderer.
+_RENDERERS: dict[str, tuple[str, str]] = {
+    "text": ("text", "render_text"),
+    "json": ("json", "render_json"),
+    "github": ("github", "render_github"),
+    "sarif": ("sarif", "render_sarif"),
+    "markdown": ("markdown", "render_markdown"),
+    "junit": ("junit", "render_junit"),
+    "gitlab": ("gitlab", "render_gitlab"),
 }
 
-__all__ = ["FORMATS"]
+
+class _Formats(Mapping[str, Renderer]):
+    """The renderers by format name, each module imported when its format is asked for: a run writes one or
+    two of them, and most of a warm run's time is its start-up."""
+
+    def __getitem__(self, name: str) -> Renderer:
+        module, function = _RENDERERS[name]
+        return cast(Renderer, getattr(importlib.import_module(f"corral.gates.outputs.{module}"), function))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_RENDERERS)
+
+    def __len__(self) -> int:
+        return len(_RENDERERS)
+
+
+FORMATS: Mapping[str, Renderer] = _Formats()
+
+__all__ = ["FORMATS", "Renderer"]

@@ -14,11 +14,12 @@ from corral.runtime.infra.processes import (
     describe_exit,
 )
 from corral.runtime.infra.tasks import cancel_detached, detach, spawn, wait_event, wait_tasks_or_event
-from corral.runtime.infra.threads import StoreThread, run_in_thread
+from corral.runtime.infra.threads import DeliveryThread, StoreThread, run_in_thread
 from corral.runtime.infra.watchdog import LoopWatchdog
 
 __all__ = [
     "ChildExit",
+    "DeliveryThread",
     "LoopWatchdog",
     "ProcessAttempt",
     "ProcessPool",

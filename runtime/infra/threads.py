@@ -1,6 +1,7 @@
-"""Threads: the single store thread that serialises blocking SQLite calls, and one thread per sync job.
+"""Threads: the single store thread that serialises blocking SQLite calls, one thread per sync job, and
+the thread that delivers the runtime's events to their hooks.
 
-Both kinds are daemon threads on purpose: Python cannot kill a thread, so a sync job that
+All are daemon threads on purpose: Python cannot kill a thread, so a sync job that
 overruns its timeout must not keep the process from exiting once the runtime has stopped.
 """
 
@@ -11,9 +12,10 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["StoreThread", "run_in_thread"]
+__all__ = ["DeliveryThread", "StoreThread", "run_in_thread"]
 
 T = TypeVar("T")
 
@@ -100,3 +102,59 @@ class StoreThread:
                 _post(loop, fut, None, exc)
             else:
                 _post(loop, fut, result, None)
+
+
+@dataclass(frozen=True)
+class _StopDelivery:
+    """The last item of a :class:`DeliveryThread`: ``done`` settles (on ``loop``) once all before it were delivered."""
+
+    loop: asyncio.AbstractEventLoop
+    done: asyncio.Future[None]
+
+
+class DeliveryThread:
+    """One daemon thread that hands items to ``deliver`` in order, off the event loop, so a slow receiver
+    never holds the loop. At most ``capacity`` items wait: :meth:`post` refuses the next one (returns
+    False) instead of letting a receiver that cannot keep up grow the process's memory without bound."""
+
+    def __init__(self, deliver: Callable[[Any], None], *, name: str, capacity: int) -> None:
+        self._deliver = deliver
+        self._name = name
+        self._inbox: queue.Queue[Any] = queue.Queue(maxsize=capacity)
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
+            self._thread.start()
+
+    def post(self, item: Any) -> bool:
+        """Queue ``item`` for delivery; False when ``capacity`` items already wait."""
+        try:
+            self._inbox.put_nowait(item)
+        except queue.Full:
+            return False
+        return True
+
+    async def stop(self, *, timeout: float) -> bool:
+        """Deliver what is queued, waiting ``timeout`` seconds at most; return whether all of it was
+        delivered (else the thread is left to finish, or to die with the process)."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return True
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self._inbox.put(_StopDelivery(loop, done))  # blocking put: the stop marker is never refused
+        try:
+            await asyncio.wait_for(asyncio.shield(done), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    def _serve(self) -> None:
+        while True:
+            item = self._inbox.get()
+            if isinstance(item, _StopDelivery):
+                _post(item.loop, item.done, None, None)
+                return
+            self._deliver(item)

@@ -4,11 +4,11 @@ An async job that calls something blocking (``time.sleep``, a sync driver) stall
 the process, and no timeout can fire while it does. The loop beats from a small task; the watchdog
 thread reads the beat, and when it is older than ``threshold`` it logs at WARNING which task holds
 the loop and that task's stack, taken while the stall is under way (afterwards the culprit is gone).
-Once the loop beats again, it logs how long the stall lasted. Python cannot interrupt the holder:
-the executor records such a job failed when it ran past its timeout. Meanwhile nothing on the loop
-can renew this process's leases, so on every look while the stall lasts the thread calls
-``on_stall`` (the executor renews its attempts' leases from this thread, on a connection of its
-own): another process must not rescue work that still runs here.
+Once the loop beats again, it logs how long the stall lasted and tells ``after_stall`` (on the loop).
+Python cannot interrupt the holder: the executor records such a job failed when it ran past its
+timeout. Meanwhile nothing on the loop can renew this process's leases, so on every look while the
+stall lasts the thread calls ``on_stall`` (the executor renews its attempts' leases from this
+thread, on a connection of its own): another process must not rescue work that still runs here.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ log = logging.getLogger("corral.runtime")
 class LoopWatchdog:
     """Watches the running loop from :meth:`start` until :meth:`stop`; stalls over ``threshold`` seconds are logged."""
 
-    def __init__(self, *, threshold: float, on_stall: Callable[[], None]) -> None:
+    def __init__(self, *, threshold: float, on_stall: Callable[[], None], after_stall: Callable[[float], None]) -> None:
         self._threshold = threshold
         self._on_stall = on_stall
+        self._after_stall = after_stall
         self._beat = time.monotonic()
         self._stopped = threading.Event()
         self._beater: asyncio.Task[None] | None = None
@@ -63,6 +64,7 @@ class LoopWatchdog:
                     lag,
                     self._threshold,
                 )
+                self._after_stall(lag)
             self._beat = now
             await asyncio.sleep(interval)
 

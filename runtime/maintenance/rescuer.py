@@ -9,9 +9,11 @@ jobs has its own loop (:mod:`corral.runtime.maintenance.pruner`).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from corral.runtime.config import RuntimeConfig
+from corral.runtime.events import EventHooks, RescueEvent
 from corral.runtime.lifecycle import Lifecycle
 from corral.runtime.stats import RuntimeStats
 from corral.runtime.stores.protocol import Store
@@ -38,7 +40,9 @@ class Rescuer:
         wake_all: Callable[[], None],
         renew_in_flight: Callable[[], Awaitable[None]],
         crash_kinds: Callable[[], Sequence[str]],
+        events: EventHooks,
     ) -> None:
+        self._events = events
         self._store = store
         self._config = config
         self._lifecycle = lifecycle
@@ -54,6 +58,7 @@ class Rescuer:
         if rescued:
             self._stats.rescued += rescued
             log.warning("rescued %d job(s) whose lease expired", rescued)
+            self._events.emit(RescueEvent(count=rescued, at=time.time()))
             self._wake_all()
         return rescued
 

@@ -135,6 +135,8 @@ class ClaimedJob:
     crashes: int = 0
     """How many earlier attempts crashed their worker process (recorded with ``fail(crashed=True)``)."""
     priority: int = 0
+    retries: int = 0
+    """How many times the job asked to run later (``raise Retry``, recorded with ``snooze(retried=True)``)."""
 
     @property
     def claim_order(self) -> tuple[int, float, int]:
@@ -348,8 +350,9 @@ class Store(Protocol):
         Return False when the store refused it: the attempt no longer holds the job (its lease
         expired and it was rescued, or another claim settled it), whose record then stands."""
 
-    async def snooze(self, job_id: int, token: int, *, seconds: float) -> None:
-        """Put a claimed job back to waiting for ``seconds`` without spending its attempt."""
+    async def snooze(self, job_id: int, token: int, *, seconds: float, retried: bool = False) -> None:
+        """Put a claimed job back to waiting for ``seconds`` without spending its attempt; ``retried``:
+        the job itself asked for it (``raise Retry``), and the job's retry count grows by one."""
 
     async def release(self, job_id: int, token: int) -> None:
         """Put an interrupted job back to waiting at once without spending its attempt."""
@@ -457,7 +460,7 @@ def rescue_error(worker_id: str | None, attempt: int) -> str:
 
 def claimed_job(queue: str, row: Sequence[Any]) -> ClaimedJob:
     """A claimed row: ``id, kind, args, key, attempt, max_attempts, claims, enqueued_at, run_at, crashes,
-    priority``."""
+    priority, retries``."""
     return ClaimedJob(
         id=row[0],
         queue=queue,
@@ -471,6 +474,7 @@ def claimed_job(queue: str, row: Sequence[Any]) -> ClaimedJob:
         run_at=row[8],
         crashes=row[9],
         priority=row[10],
+        retries=row[11],
     )
 
 

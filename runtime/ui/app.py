@@ -4,8 +4,9 @@ operator's actions.
 Pages (GET): ``/`` (queues with their limits and counts, the attempts that ended per minute, running jobs
 against their timeout, held key slots, failed jobs with their error and traceback) and ``/jobs/{id}`` (one
 job and every attempt). Actions (POST, each carrying this server's CSRF token, refused in read-only mode):
-``/jobs/{id}/retry``, ``/retry-failed`` and ``/purge``. With an auth token every request needs it: an
-``Authorization: Bearer`` header, or the cookie a visit to ``/?token=...`` sets. Pages are rendered with
+``/jobs/{id}/retry``, ``/jobs/{id}/cancel``, ``/retry-failed`` and ``/purge``. With an auth token every
+request needs it: an ``Authorization: Bearer`` header, or the cookie a visit to ``/?token=...`` sets. Pages
+are rendered with
 autoescaping jinja2 templates and send a Content-Security-Policy that allows nothing from elsewhere and no
 script at all.
 """
@@ -144,6 +145,12 @@ def dashboard_app(runtime: Runtime, *, read_only: bool, auth_token: str | None) 
         said = f"job #{job_id} retried" if retried else f"job #{job_id} is not failed: left alone"
         return f"/jobs/{job_id}?{urlencode({'said': said})}"
 
+    async def cancel_one(request: Request, store: Store, form: dict[str, str]) -> str:
+        job_id = request.path_params["job_id"]
+        cancelled = await store.cancel([job_id])
+        said = f"job #{job_id} cancelled" if cancelled else f"job #{job_id} has finished: left alone"
+        return f"/jobs/{job_id}?{urlencode({'said': said})}"
+
     async def retry_failed(request: Request, store: Store, form: dict[str, str]) -> str:
         queue = form.get("queue") or None
         retried = await store.retry_failed(None, queue=queue)
@@ -152,7 +159,7 @@ def dashboard_app(runtime: Runtime, *, read_only: bool, auth_token: str | None) 
     async def purge(request: Request, store: Store, form: dict[str, str]) -> str:
         states = [state for state in FINAL_STATES if form.get(state)]
         if not states:
-            raise ValueError("purge needs done, failed or both")
+            raise ValueError(f"purge needs one or more of {', '.join(FINAL_STATES)}")
         older_than = parse_duration(form.get("older_than", ""))
         purged = await store.purge(states=states, older_than=older_than)
         return "/?" + urlencode({"said": f"purged {purged} job(s) ({', '.join(states)}) older than {older_than:g}s"})
@@ -165,6 +172,7 @@ def dashboard_app(runtime: Runtime, *, read_only: bool, auth_token: str | None) 
             Route("/", index),
             Route("/jobs/{job_id:int}", job_page),
             Route("/jobs/{job_id:int}/retry", action(retry_one), methods=["POST"]),
+            Route("/jobs/{job_id:int}/cancel", action(cancel_one), methods=["POST"]),
             Route("/retry-failed", action(retry_failed), methods=["POST"]),
             Route("/purge", action(purge), methods=["POST"]),
             Route("/static/corral.css", stylesheet),

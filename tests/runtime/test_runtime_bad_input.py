@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import inspect
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -159,3 +161,33 @@ def test_unreadable_store_path(tmp_path: Path) -> None:
 def test_start_with_unknown_queue(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown queue"):
         asyncio.run(_runtime(tmp_path / "jobs.db").start(queues=["nope"]))
+
+
+def _job_a(ctx: object, a: int) -> None: ...
+def _job_defaults(ctx: object, a: int, b: int = 1, *, c: int, d: int = 2) -> None: ...
+def _job_rest(context: object, a: int, **rest: object) -> None: ...
+def _job_positional(ctx: object, a: int, /, b: int = 1) -> None: ...
+def _job_varargs(ctx: object, *args: object, a: int = 1) -> None: ...
+
+
+@pytest.mark.parametrize("fn", [_job_a, _job_defaults, _job_rest, _job_positional, _job_varargs])
+def test_the_enqueue_fast_check_of_arguments_agrees_with_signature_bind(fn: Callable[..., None]) -> None:
+    # The enqueue path skips Signature.bind when the shape alone says a call fits: it must never say yes
+    # where bind says no (and it defers to bind for shapes it does not model).
+    from itertools import combinations
+
+    from corral.runtime.declarations import KeywordShape
+
+    signature = inspect.signature(fn)
+    shape = KeywordShape.of(signature)
+    names = ["a", "b", "c", "d", "e", "ctx", "context", "args", "rest"]
+    for size in range(len(names) + 1):
+        for chosen in combinations(names, size):
+            try:
+                signature.bind(None, **dict.fromkeys(chosen))
+                binds = True
+            except TypeError:
+                binds = False
+            if shape is not None:
+                assert shape.fits(chosen) == binds, (fn.__name__, chosen)
+    assert (shape is None) == (fn in (_job_positional, _job_varargs))

@@ -77,7 +77,8 @@ def test_a_running_async_job_has_its_task_cancelled_and_is_not_retried(db: Backe
             raise
         return "finished"
 
-    runtime = make_runtime(db, [queue])
+    events: list[object] = []
+    runtime = make_runtime(db, [queue], on_event=events.append)
 
     async def main() -> None:
         async with runtime:
@@ -92,6 +93,9 @@ def test_a_running_async_job_has_its_task_cancelled_and_is_not_retried(db: Backe
             await asyncio.sleep(0.3)
         assert seen == ["start", "cancelled"]  # one attempt: a cancelled job is not retried
         assert runtime.stats.failed_attempts == 0
+        # The on_event hooks see the attempt end as cancelled (one ending per start).
+        names = [getattr(event, "name", None) for event in events if getattr(event, "job_id", None) == job_id]
+        assert names == ["started", "cancelled"]
         row = db.job_row(job_id)
         assert (row["state"], row["attempt"], row["result"]) == ("cancelled", 1, None)
 

@@ -43,8 +43,8 @@ def test_jobs_lists_shows_retries_and_purges(cli: Cli, tmp_path: Path) -> None:
 
     counts = _json(cli.run("jobs", "operateapp:runtime", "--format", "json"))
     assert counts["queues"] == {
-        "ops": {"waiting": 0, "running": 0, "retrying": 0, "failed": 2, "done": 2},
-        "slow": {"waiting": 1, "running": 0, "retrying": 0, "failed": 0, "done": 0},
+        "ops": {"waiting": 0, "running": 0, "retrying": 0, "failed": 2, "done": 2, "cancelled": 0},
+        "slow": {"waiting": 1, "running": 0, "retrying": 0, "failed": 0, "done": 0, "cancelled": 0},
     }
     failed = _json(cli.run("jobs", "operateapp:runtime", "list", "--state", "failed", "--format", "json"))["jobs"]
     assert [(job["kind"], job["args"], job["attempt"]) for job in failed] == [
@@ -89,7 +89,7 @@ def test_jobs_lists_shows_retries_and_purges(cli: Cli, tmp_path: Path) -> None:
             if queues["ops"]["done"] == 4:
                 break
             time.sleep(0.2)
-        assert queues["ops"] == {"waiting": 0, "running": 0, "retrying": 0, "failed": 0, "done": 4}
+        assert queues["ops"] == {"waiting": 0, "running": 0, "retrying": 0, "failed": 0, "done": 4, "cancelled": 0}
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=30)

@@ -16,7 +16,8 @@ from typing import Any
 import psycopg
 import pytest
 from corral.runtime import JobContext, JobStatus, Queue, Runtime, StoreUnavailable
-from corral.runtime.completer import Completer
+from corral.runtime.completer import Completer, Finished
+from corral.runtime.events import EventHooks
 from corral.runtime.stats import RuntimeStats
 from corral.runtime.stores.postgres import PostgresStore
 from corral.runtime.stores.protocol import Completion, NewJob
@@ -165,9 +166,15 @@ def test_completions_during_an_outage_are_left_to_the_rescuer_not_retried_row_by
             new = NewJob(queue="q", kind="k", args_json="{}", key=None, run_at=0, max_attempts=3, lease_seconds=30)
             await store.enqueue([new] * 4)
             claimed = await store.claim("q", 4, "w")
-            completer = Completer(store=store, stats=RuntimeStats(), waiters=None)  # type: ignore[arg-type]
+            completer = Completer(
+                store=store,
+                stats=RuntimeStats(),
+                waiters=None,  # type: ignore[arg-type]
+                events=EventHooks(()),
+            )
             for job in claimed:
-                completer.submit(Completion(job_id=job.id, token=job.token, result_json="1"))
+                completion = Completion(job_id=job.id, token=job.token, result_json="1")
+                completer.submit(Finished(completion=completion, job=job, duration=0.0))
             completer.finish()
             locker = sqlite3.connect(db.path, isolation_level=None)
             locker.execute("BEGIN IMMEDIATE")

@@ -88,12 +88,14 @@ def test_open_refuses_an_unmigrated_database_and_migrate_is_idempotent(pg_server
     try:
 
         async def main() -> None:
-            with pytest.raises(StoreUnavailable, match=r"version 0, this corral needs 3: run `corral migrate"):
+            with pytest.raises(
+                StoreUnavailable, match=rf"version 0, this corral needs {SCHEMA_VERSION}: run `corral migrate"
+            ):
                 await Runtime(queues=[], store=url).start()
             stores = [PostgresStore(url, max_size=1, min_size=1) for _ in range(3)]
             applied = await asyncio.gather(*(store.migrate() for store in stores))  # concurrent migrators
-            assert SCHEMA_VERSION == 4
-            assert sorted(applied) == [[], [], [1, 2, 3, 4]]
+            assert SCHEMA_VERSION == 5
+            assert sorted(applied) == [[], [], [1, 2, 3, 4, 5]]
             assert await stores[0].migrate() == []
             await asyncio.gather(*(store.close() for store in stores))
             async with Runtime(queues=[], store=url) as runtime:
@@ -102,7 +104,7 @@ def test_open_refuses_an_unmigrated_database_and_migrate_is_idempotent(pg_server
         asyncio.run(main())
         with psycopg.connect(url) as conn:
             versions = conn.execute("SELECT version FROM corral_schema_version ORDER BY version").fetchall()
-            assert versions == [(1,), (2,), (3,)]
+            assert versions == [(version,) for version in range(1, SCHEMA_VERSION + 1)]
     finally:
         pg_server.drop_database(url)
 
@@ -113,7 +115,7 @@ def test_migrate_cli(pg_server: Any) -> None:
         cli = Cli(_UrlBackend(url))
         first = cli.run("migrate", "pgapp:runtime")
         assert first.returncode == 0, first.stderr
-        assert "applied schema version(s) 1, 2, 3, 4" in first.stdout
+        assert "applied schema version(s) 1, 2, 3, 4, 5" in first.stdout
         again = cli.run("migrate", "pgapp:runtime")
         assert again.returncode == 0 and "schema up to date" in again.stdout
         jobs = cli.run("jobs", "pgapp:runtime")

@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 from corral.runtime import ConfigError, CorralRuntimeError, JobContext, JobStatus, Queue, Runtime
-from corral.runtime.completer import Completer
+from corral.runtime.completer import Completer, Finished
 from corral.runtime.config import RuntimeConfig
+from corral.runtime.events import EventHooks
 from corral.runtime.lifecycle import Lifecycle, State
 from corral.runtime.maintenance import PeriodicScheduler, Pruner, Relay, Rescuer
 from corral.runtime.stats import RuntimeStats
-from corral.runtime.stores.protocol import DONE, RUNNING, Completion, JobState, NewJob, Store
+from corral.runtime.stores.protocol import DONE, RUNNING, ClaimedJob, Completion, JobState, NewJob, Store
 from corral.runtime.waiters import Waiters
 from runtime_helpers import Backend
 
@@ -172,13 +173,25 @@ def _complete_and_wait(
 ) -> JobStatus:
     """Submit ``completions``, run the completer and the notifier, and wait (up to 0.5 s) on ``job_id``."""
     waiters = Waiters(store=store, config=RuntimeConfig(queues=[]), lifecycle=_running(), pushed=False)  # type: ignore[arg-type]
-    completer = Completer(store=store, stats=stats, waiters=waiters)  # type: ignore[arg-type]
+    completer = Completer(store=store, stats=stats, waiters=waiters, events=EventHooks(()))  # type: ignore[arg-type]
     waiters.remember(job_id, "q")
 
     async def main() -> JobStatus:
         notifier = asyncio.ensure_future(waiters.run())
         for completion in completions:
-            completer.submit(completion)
+            claim = ClaimedJob(
+                id=completion.job_id,
+                queue="q",
+                kind="k",
+                args_json="{}",
+                key=None,
+                attempt=1,
+                max_attempts=1,
+                token=completion.token,
+                enqueued_at=0.0,
+                run_at=0.0,
+            )
+            completer.submit(Finished(completion=completion, job=claim, duration=0.0))
         completer.finish()  # run() stores what is queued, then returns
         status, _ = await asyncio.gather(waiters.wait(job_id, timeout=0.5), completer.run())
         notifier.cancel()
@@ -277,6 +290,7 @@ def test_rescuer_pass_makes_an_expired_claim_retryable(db: Backend) -> None:
             wake_all=lambda: woken.append("all"),
             renew_in_flight=_nothing_in_flight,
             crash_kinds=list,
+            events=EventHooks(()),
         )
         job_ids.extend(await store.enqueue([_new_job("work", "k", lease_seconds=0.3)]))
         assert len(await store.claim("work", 1, "lost-worker")) == 1
@@ -395,6 +409,7 @@ def test_rescuer_loop_rescues_every_interval_and_never_prunes() -> None:
         wake_all=lambda: None,
         renew_in_flight=_nothing_in_flight,
         crash_kinds=list,
+        events=EventHooks(()),
     )
     asyncio.run(asyncio.wait_for(rescuer.run(), 30))
     assert store.rescues == 250

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 from corral.runtime import JobArgumentError, JobContext, Queue, Runtime
-from corral.runtime.completer import Completer
+from corral.runtime.completer import Completer, Finished
+from corral.runtime.events import EventHooks
 from corral.runtime.payloads import MAX_ERROR_CHARS, MAX_JSON_DEPTH
 from corral.runtime.stats import RuntimeStats
 from corral.runtime.stores import open_store
@@ -193,10 +194,16 @@ def test_a_batch_the_store_refuses_is_recorded_row_by_row(kind: str, tmp_path: P
             await store.enqueue([new] * (INNOCENT + 1))
             claimed = await store.claim("q", INNOCENT + 1, "w")
             assert len(claimed) == INNOCENT + 1
-            completer = Completer(store=store, stats=RuntimeStats(), waiters=_NoWaiters())  # type: ignore[arg-type]
-            for job in claimed[:-1]:
-                completer.submit(Completion(job_id=job.id, token=job.token, result_json=f'{{"n":{job.id}}}'))
-            completer.submit(Completion(job_id=claimed[-1].id, token=claimed[-1].token, result_json=refused))
+            completer = Completer(
+                store=store,
+                stats=RuntimeStats(),
+                waiters=_NoWaiters(),  # type: ignore[arg-type]
+                events=EventHooks(()),
+            )
+            for job in claimed:
+                result_json = refused if job is claimed[-1] else f'{{"n":{job.id}}}'
+                completion = Completion(job_id=job.id, token=job.token, result_json=result_json)
+                completer.submit(Finished(completion=completion, job=job, duration=0.0))
             completer.finish()
             await completer.run()
         finally:

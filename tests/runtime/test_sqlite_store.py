@@ -146,14 +146,15 @@ def test_a_new_database_gets_every_version_once(tmp_path: Path) -> None:
         await second.close()
         return applied, again, later
 
-    assert asyncio.run(main()) == ([1, 2, 3, 4, 5], [], [])
-    assert SCHEMA_VERSION == 5
+    assert asyncio.run(main()) == ([1, 2, 3, 4, 5, 6], [], [])
+    assert SCHEMA_VERSION == 6
     assert [row[0] for row in _read(path, "SELECT version FROM corral_schema_version ORDER BY version")] == [
         1,
         2,
         3,
         4,
         5,
+        6,
     ]
 
 
@@ -164,7 +165,7 @@ def test_a_database_without_versions_is_upgraded_in_place_without_losing_jobs(tm
 
     async def main() -> None:
         store = SqliteStore(path=path)
-        assert await store.migrate() == [2, 3, 4, 5]  # version 1 is what the file already has
+        assert await store.migrate() == [2, 3, 4, 5, 6]  # version 1 is what the file already has
         try:
             assert (await store.counts())["q"] == QueueCounts(waiting=1, retrying=1, done=1)
             # the lease taken before the upgrade still holds, and still belongs to its holder
@@ -187,7 +188,14 @@ def test_a_database_without_versions_is_upgraded_in_place_without_losing_jobs(tm
             await store.close()
 
     asyncio.run(main())
-    assert _read(path, "SELECT version FROM corral_schema_version ORDER BY version") == [(1,), (2,), (3,), (4,), (5,)]
+    assert _read(path, "SELECT version FROM corral_schema_version ORDER BY version") == [
+        (1,),
+        (2,),
+        (3,),
+        (4,),
+        (5,),
+        (6,),
+    ]
     assert [column[1] for column in _read(path, "PRAGMA table_info(corral_key_leases)")] == [
         "queue",
         "key",
@@ -197,8 +205,8 @@ def test_a_database_without_versions_is_upgraded_in_place_without_losing_jobs(tm
     ]
     after = _read(path, "SELECT * FROM corral_jobs WHERE state = 'done' ORDER BY id")
     # untouched by the upgrade, but for the columns it added: the crash count (none yet), the priority
-    # (the default) and the unique key and its states (none)
-    assert after == [(*row, 0, 0, None, None) for row in before if row[5] == "done"]
+    # (the default), the unique key and its states (none) and the retry count (none yet)
+    assert after == [(*row, 0, 0, None, None, 0) for row in before if row[5] == "done"]
 
 
 def test_a_database_newer_than_this_corral_is_refused(tmp_path: Path) -> None:

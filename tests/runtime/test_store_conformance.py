@@ -401,6 +401,23 @@ def test_snooze_and_release_refund_the_attempt(make_store: StoreFactory) -> None
     drive(make_store, scenario)
 
 
+def test_a_snooze_the_job_asked_for_counts_in_its_retries_and_no_other_does(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        (job_id,) = await store.enqueue([new_job()])
+        seen: list[tuple[int, int]] = []
+        for retried in (True, False, True):
+            (job,) = await store.claim("q", 1, "w")
+            seen.append((job.attempt, job.retries))
+            await store.snooze(job_id, job.token, seconds=0, retried=retried)
+        (job,) = await store.claim("q", 1, "w")
+        seen.append((job.attempt, job.retries))
+        await store.release(job_id, job.token)
+        (job,) = await store.claim("q", 1, "w")
+        assert [*seen, (job.attempt, job.retries)] == [(1, 0), (1, 1), (1, 1), (1, 2), (1, 2)]
+
+    drive(make_store, scenario)
+
+
 # -- leases and rescue ----------------------------------------------------------------------------
 
 

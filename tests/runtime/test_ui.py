@@ -119,11 +119,28 @@ def test_actions_need_this_servers_csrf_token(store_path: Path) -> None:
         assert "retried 0 failed job(s)" in client.post("/retry-failed", data={"csrf": token}).text
 
 
+def test_a_waiting_job_cancelled_through_its_button_never_runs(store_path: Path) -> None:
+    with _client(store_path) as client:
+        token = _csrf(client.get("/").text)
+        assert "/jobs/1/cancel" not in client.get("/jobs/1").text  # failed: nothing to cancel
+        client.post("/jobs/1/retry", data={"csrf": token})
+        assert 'action="/jobs/1/cancel"' in client.get("/jobs/1").text  # waiting again
+        done = client.post("/jobs/1/cancel", data={"csrf": token}, follow_redirects=False)
+        assert done.status_code == 303
+        page = client.get(done.headers["location"]).text
+        assert "job #1 cancelled" in page and 'data-state="cancelled"' in page
+        assert "job #1 has finished: left alone" in client.post("/jobs/1/cancel", data={"csrf": token}).text
+        assert client.post("/jobs/1/cancel", data={"csrf": "forged"}).status_code == 403
+        assert '<td class="count cancelled" data-state="cancelled">1</td>' in client.get("/").text
+        purged = client.post("/purge", data={"csrf": token, "cancelled": "1", "older_than": "0s"})
+        assert "purged 1 job(s) (cancelled)" in purged.text
+
+
 def test_read_only_shows_no_button_and_refuses_every_action(store_path: Path) -> None:
     with _client(store_path, read_only=True) as client:
         html = client.get("/").text + client.get("/jobs/1").text
         assert "<form" not in html and "read-only" in html
-        for path in ("/jobs/1/retry", "/retry-failed", "/purge"):
+        for path in ("/jobs/1/retry", "/jobs/1/cancel", "/retry-failed", "/purge"):
             assert client.post(path, data={"csrf": "x"}).status_code == 403
         assert 'data-state="failed"' in client.get("/jobs/1").text
 

@@ -86,6 +86,7 @@ class _Job:
     last_error: str | None = None
     last_traceback: str | None = None
     crashes: int = 0
+    retries: int = 0
 
 
 @dataclass
@@ -286,6 +287,7 @@ class MemoryStore:
                     run_at=job.run_at,
                     crashes=job.crashes,
                     priority=job.priority,
+                    retries=job.retries,
                 )
             )
         for entry in key_busy + not_due:
@@ -365,19 +367,20 @@ class MemoryStore:
             self._make_runnable(job)
         return True
 
-    async def _unclaim(self, job_id: int, token: int, seconds: float) -> None:
+    async def _unclaim(self, job_id: int, token: int, seconds: float, *, retried: bool = False) -> None:
         now = await self._begin()
         job = self._held(job_id, token)
         if job is None:
             return
+        job.retries += int(retried)
         job.state = WAITING
         job.attempt = max(job.attempt - 1, 0)  # the claim's attempt is refunded: it never ran to an outcome
         job.run_at = now + seconds
         self._unlease(job)
         self._make_runnable(job)
 
-    async def snooze(self, job_id: int, token: int, *, seconds: float) -> None:
-        await self._unclaim(job_id, token, seconds)
+    async def snooze(self, job_id: int, token: int, *, seconds: float, retried: bool = False) -> None:
+        await self._unclaim(job_id, token, seconds, retried=retried)
 
     async def release(self, job_id: int, token: int) -> None:
         await self._unclaim(job_id, token, 0.0)

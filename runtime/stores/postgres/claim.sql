@@ -4,4 +4,4 @@ FROM (SELECT id FROM {jobs} WHERE queue = %s AND state IN ('waiting', 'retrying'
     ORDER BY priority DESC, run_at, id LIMIT %s FOR UPDATE SKIP LOCKED) c
 WHERE j.id = c.id
 RETURNING j.id, j.kind, j.args::text, j.key, j.attempt, j.max_attempts, j.claims,
-    extract(epoch FROM j.enqueued_at)::float8, extract(epoch FROM j.run_at)::float8, j.crashes, j.priority
+    extract(epoch FROM j.enqueued_at)::float8, extract(epoch FROM j.run_at)::float8, j.crashes, j.priority, j.retries

@@ -43,4 +43,4 @@ UPDATE {jobs} j SET state = 'running', attempt = j.attempt + 1, claims = j.claim
 FROM locked c
 WHERE j.id = c.id AND (c.key IS NULL OR j.id IN (SELECT holder / %(span)s FROM leased))
 RETURNING j.id, j.kind, j.args::text, j.key, j.attempt, j.max_attempts, j.claims,
-    extract(epoch FROM j.enqueued_at)::float8, extract(epoch FROM j.run_at)::float8, j.crashes, j.priority
+    extract(epoch FROM j.enqueued_at)::float8, extract(epoch FROM j.run_at)::float8, j.crashes, j.priority, j.retries

@@ -543,13 +543,13 @@ class PostgresStore:
             row = await cur.fetchone()
         return row is not None and int(row[0]) == 1
 
-    async def _unclaim(self, job_id: int, token: int, seconds: float) -> None:
+    async def _unclaim(self, job_id: int, token: int, seconds: float, *, retried: bool = False) -> None:
         self._leased_by_claim.discard(attempt_holder(job_id, token))
         async with self._cursor() as cur:
-            await cur.execute(self._sql["unclaim"], (seconds, job_id, token, self.channel, seconds <= 0))
+            await cur.execute(self._sql["unclaim"], (seconds, int(retried), job_id, token, self.channel, seconds <= 0))
 
-    async def snooze(self, job_id: int, token: int, *, seconds: float) -> None:
-        await self._unclaim(job_id, token, seconds)
+    async def snooze(self, job_id: int, token: int, *, seconds: float, retried: bool = False) -> None:
+        await self._unclaim(job_id, token, seconds, retried=retried)
 
     async def release(self, job_id: int, token: int) -> None:
         await self._unclaim(job_id, token, 0.0)

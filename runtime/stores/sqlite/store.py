@@ -390,18 +390,20 @@ class SqliteStore:
 
         return await self._run(fail)
 
-    def _unclaim(self, job_id: int, token: int, seconds: float) -> Callable[[sqlite3.Connection], None]:
+    def _unclaim(
+        self, job_id: int, token: int, seconds: float, *, retried: bool = False
+    ) -> Callable[[sqlite3.Connection], None]:
         self._leased_by_claim.discard(attempt_holder(job_id, token))
 
         def unclaim(conn: sqlite3.Connection) -> None:
             now = self._clock()
             with self._write(conn):
-                conn.execute(_SQL["unclaim"], (WAITING, now + seconds, job_id, token))
+                conn.execute(_SQL["unclaim"], (WAITING, now + seconds, int(retried), job_id, token))
 
         return unclaim
 
-    async def snooze(self, job_id: int, token: int, *, seconds: float) -> None:
-        await self._run(self._unclaim(job_id, token, seconds))
+    async def snooze(self, job_id: int, token: int, *, seconds: float, retried: bool = False) -> None:
+        await self._run(self._unclaim(job_id, token, seconds, retried=retried))
 
     async def release(self, job_id: int, token: int) -> None:
         await self._run(self._unclaim(job_id, token, 0.0))

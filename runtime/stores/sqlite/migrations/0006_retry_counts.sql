@@ -1,0 +1,3 @@
+-- How often a job asked to run later (raise Retry); the executor fails a job for good once it
+-- reaches the runtime's max_retries_requested.
+ALTER TABLE corral_jobs ADD COLUMN retries INTEGER NOT NULL DEFAULT 0
