@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from corral.gates.engine.run import CheckResult
 from corral.gates.findings import Finding
-from corral.gates.outputs.fingerprints import Fingerprinted, fingerprinted
+
+if TYPE_CHECKING:
+    from corral.gates.outputs.fingerprints import Fingerprinted
 
 
 class Located(NamedTuple):
@@ -71,6 +73,9 @@ def located(result: CheckResult, top: Path | None = None) -> list[Located]:
 def located_fingerprinted(result: CheckResult, top: Path | None) -> list[tuple[Located, Fingerprinted]]:
     """`located`, each finding with its fingerprint (`outputs.fingerprints`), read in its own project: the
     file it names is under that project's root, read within that project's size bound."""
+    # Loaded here: text, the format most runs write, reads no line again.
+    from corral.gates.outputs.fingerprints import fingerprinted
+
     here = os.path.join(os.getcwd(), "")
     top_prefix = os.path.join(str(top), "") if top is not None else None
     every = [
