@@ -73,8 +73,12 @@ def load_runtime(target: str) -> Runtime:
 
 def _import_failure(exc: Exception) -> str:
     """The error the module raised while it was imported, with where in its code: one line, no traceback."""
+    if isinstance(exc, SyntaxError):
+        # Raised by the compiler, not from a frame of the module: the error itself says where.
+        return f"SyntaxError: {exc.msg} (at {exc.filename}:{exc.lineno})"
     frames = traceback.extract_tb(exc.__traceback__)
-    ours = [frame for frame in frames if "importlib" not in frame.filename]
+    # Frames of the import machinery and of this module are not where the user's module failed.
+    ours = [frame for frame in frames if "importlib" not in frame.filename and frame.filename != __file__]
     where = f" (at {ours[-1].filename}:{ours[-1].lineno})" if ours else ""
     return f"{type(exc).__name__}: {exc}{where}"
 

@@ -350,7 +350,8 @@ class Runtime:
             pending = await wait_tasks_or_event(running, timeout=grace, event=self._grace_ended)
             # 4. hard stop: cancel what is left; each job releases itself back to waiting
             if pending:
-                log.warning("grace of %ss elapsed: cancelling %d running job(s)", grace, len(pending))
+                why = "the grace was ended" if self._grace_ended.is_set() else f"grace of {grace}s elapsed"
+                log.warning("%s: cancelling %d running job(s)", why, len(pending))
                 self._lifecycle.enter(State.CANCELLING)
                 for task in pending:
                     task.cancel()

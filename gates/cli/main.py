@@ -371,7 +371,22 @@ def _seconds(text: str) -> float:
     return value
 
 
+# What a shell reports for a command that SIGPIPE ended (128 + 13): the output was cut short, nothing failed.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (`corral rule | head`, `corral jobs ... list | head`): what it did not read
+        # is not an error of ours. Standard output is pointed at /dev/null so the flush at exit is quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     # `corral jobs --static` reads the code (the gate); `corral jobs MODULE:RUNTIME` asks the runtime.
     static_jobs = arguments[:1] == ["jobs"] and "--static" in arguments

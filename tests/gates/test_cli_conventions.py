@@ -289,3 +289,22 @@ def test_a_terminal_gets_colour_unless_no_color(project) -> None:
     assert f"{ANSI}1;31mCRL101{ANSI}0m" in on_a_terminal()
     assert ANSI not in on_a_terminal(NO_COLOR="1")
     assert ANSI not in on_a_terminal(TERM="dumb")
+
+
+def test_a_reader_that_goes_away_ends_the_output_quietly(tmp_path: Path) -> None:
+    # `corral rule --all | head -1`: the reader closed its end; no BrokenPipeError traceback.
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # gone before the first write: every write meets the closed pipe
+    try:
+        writer = subprocess.run(
+            [sys.executable, "-m", "corral.gates", "rule", "--all"],
+            cwd=tmp_path,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in writer.stderr and "BrokenPipeError" not in writer.stderr, writer.stderr
+    assert writer.returncode == 141

@@ -423,3 +423,13 @@ def test_open_existing_refuses_a_database_without_the_schema(pg_server: Any) -> 
             asyncio.run(PostgresStore(url, max_size=1, min_size=1).open_existing(read_only=True))
     finally:
         pg_server.drop_database(url)
+
+
+def test_open_existing_of_a_missing_database_says_so_at_once(pg_server: Any) -> None:
+    # `corral jobs` with a URL naming no database: the server's own words, not a pool that retries for
+    # its whole connect timeout.
+    store = PostgresStore(pg_server.url("no_such_database"), max_size=1, min_size=1, connect_timeout=10)
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable, match='database "no_such_database" does not exist'):
+        asyncio.run(store.open_existing(read_only=True))
+    assert time.monotonic() - started < 5

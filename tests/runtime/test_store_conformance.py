@@ -902,6 +902,22 @@ def test_retry_failed_gives_failed_jobs_a_fresh_start_and_skips_the_others(make_
     drive(make_store, scenario)
 
 
+def test_retry_failed_gives_a_fresh_count_of_retry_requests_too(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        (job_id,) = await store.enqueue([new_job(max_attempts=1)])
+        for _ in range(3):  # the job asked to run later three times (raise Retry)
+            (job,) = await store.claim("q", 1, "w")
+            await store.snooze(job.id, job.token, seconds=0, retried=True)
+        (job,) = await store.claim("q", 1, "w")
+        assert job.retries == 3
+        await store.fail(job.id, job.token, error="Retry: too often", traceback=None, retry_at=None)
+        assert await store.retry_failed([job_id]) == [job_id]
+        (again,) = await store.claim("q", 1, "w")
+        assert (again.attempt, again.retries) == (1, 0)
+
+    drive(make_store, scenario)
+
+
 def test_retry_failed_leaves_a_unique_job_whose_key_is_held_and_retries_one_of_a_key(make_store: StoreFactory) -> None:
     async def scenario(store: Store) -> None:
         async def enqueue_and_fail(unique: str) -> int:

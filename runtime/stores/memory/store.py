@@ -636,6 +636,7 @@ class MemoryStore:
             job.state = WAITING  # now, so a later job of the same key sees it hold the key
             job.attempt = 0
             job.crashes = 0
+            job.retries = 0
             job.run_at = now
             job.finished_at = None
             job.last_error = None

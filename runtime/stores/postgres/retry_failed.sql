@@ -14,7 +14,7 @@ WITH candidates AS (
         SELECT 1 FROM {jobs} o WHERE o.unique_key = c.unique_key AND o.id <> c.id
             AND strpos(o.unique_states, ',' || o.state || ',') > 0)
     GROUP BY c.unique_key
-), r AS (UPDATE {jobs} SET state = 'waiting', attempt = 0, crashes = 0, run_at = now(), finished_at = NULL,
+), r AS (UPDATE {jobs} SET state = 'waiting', attempt = 0, crashes = 0, retries = 0, run_at = now(), finished_at = NULL,
     last_error = NULL, last_traceback = NULL
     WHERE state = 'failed' AND id IN (SELECT id FROM chosen)
     RETURNING id, queue)

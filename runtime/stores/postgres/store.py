@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -702,8 +703,22 @@ class PostgresStore:
             kwargs = self._pool.kwargs if isinstance(self._pool.kwargs, dict) else {}
             options = conninfo_to_dict(str(self._pool.conninfo), **kwargs).get("options") or ""
             self._pool.kwargs = {**kwargs, "options": f"{options} -c default_transaction_read_only=on".strip()}
+        if self._owns_pool and self._pool.closed:
+            await self._probe_connection()
         await self._open_checked("run `corral migrate MODULE:RUNTIME`")
         self._open = True
+
+    async def _probe_connection(self) -> None:
+        """One connection before the pool's, for the operator's commands: a server that refuses it (no such
+        database, a wrong password) is an error at once with the server's own words, where the pool would
+        retry it for its whole connect timeout and log each try."""
+        kwargs = self._pool.kwargs if isinstance(self._pool.kwargs, dict) else {}
+        params = {"connect_timeout": max(1, math.ceil(self._connect_timeout)), **kwargs}
+        try:
+            probe = await psycopg.AsyncConnection.connect(str(self._pool.conninfo), **params)
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"cannot connect to the PostgreSQL store {self._label}: {exc}") from exc
+        await probe.close()
 
     async def _fetch(self, name: str, params: Any) -> list[tuple[Any, ...]]:
         async with self._cursor() as cur:

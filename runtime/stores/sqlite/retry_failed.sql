@@ -6,7 +6,7 @@ WITH candidates AS (
     WHERE state = 'failed' AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
         AND (:queue IS NULL OR queue = :queue)
 )
-UPDATE corral_jobs SET state = 'waiting', attempt = 0, crashes = 0, run_at = :now, finished_at = NULL,
+UPDATE corral_jobs SET state = 'waiting', attempt = 0, crashes = 0, retries = 0, run_at = :now, finished_at = NULL,
     last_error = NULL, last_traceback = NULL
 WHERE state = 'failed' AND id IN (
     SELECT id FROM candidates WHERE unique_key IS NULL
