@@ -12,6 +12,15 @@ app writes through Django's connection inside a Django transaction; corral's `Ru
 without `conn=`), on a task, app, queue or broker the gate can tell; a look-alike method of anything else is
 not one. An enqueue is CRL402's only, never CRL401's too. The deferred forms (`transaction.on_commit(lambda:
 ...)`, `delay_on_commit()`) run after commit: not inside. The advice names the framework's own way out.
+Django's `on_commit` waits for the commit of the database its `using=` names (the default one without it), and
+Celery's `delay_on_commit()`/`apply_async_on_commit()` call it without `using=`: inside `atomic(using="orders")`
+(any alias not literally "default", one the gate cannot resolve such as `settings.REPLICA_NAME` included) with
+no default-database atomic open around it, they and what `on_commit` is handed without the same `using=` (the
+same literal, or the same expression text) run at once: CRL402 (CRL401 for a network call), saying why, with
+`transaction.on_commit(..., using=<alias>)` as the advice. Inside a transaction that is not Django's
+(`session.begin()`, `conn.transaction()`) they run at once too. The alias of a wrapper's parameter
+(`atomic(using=using)` in `def uow(using="default")`) is whatever each use passes: not followed, taken as the
+default database.
 
 Transaction scopes: the body of a `with`/`async with` whose item is Django's `transaction.atomic(...)`
 (however imported) or a `.begin()`, `.begin_nested()`, `.transaction()` or `.atomic()` on any object
@@ -82,6 +91,7 @@ from corral.gates.rules.base import Rule
 from corral.gates.source.prefilter import Source
 
 ON_COMMIT = "django.db.transaction.on_commit"
+PARTIAL = "functools.partial"
 DJANGO_ADVICE = "make the call after commit (transaction.on_commit) or outside the transaction"
 ADVICE = "make the call outside the transaction, after it commits"
 EARLY = "the task can run before the commit"
@@ -237,6 +247,8 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         self.followed: set[LocalCallable] = set()
         # Calls written as the argument of on_commit: they run now, not after commit.
         self.eager: set[ast.expr] = set()
+        # Why the callable being followed runs now though handed to on_commit (no transaction of its database).
+        self.at_once: str | None = None
         self.found: list[Finding] = []
 
     @cached_property
@@ -349,6 +361,7 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             elif self.resolve(node.func) == ON_COMMIT:
                 arguments = (*node.args, *(keyword.value for keyword in node.keywords))
                 self.eager.update(argument for argument in arguments if isinstance(argument, ast.Call))
+                self._run_at_once(node)
             elif not self._follow_signal(node):
                 self._follow(node)
         self.generic_visit(node)
@@ -388,6 +401,51 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         finally:
             self.via, self.followed = outer
 
+    def _waits_for_commit(self, using: str | None) -> str | None:
+        """None when Django's `on_commit(..., using=<using>)` waits for a commit here (a Django transaction of that
+        database is open), else why it runs its callable at once."""
+        django = [transaction for transaction in self.transactions if transaction.django]
+        if any(transaction.alias == using for transaction in django):
+            return None
+        if not django:
+            return "on_commit runs at once: Django has no transaction open (this one is not Django's)"
+        if using is None:
+            return (
+                f"on_commit without using={django[-1].alias} runs at once: the default database has no transaction open"
+            )
+        return f"on_commit(using={using}) runs at once: that database has no transaction open"
+
+    def _deferred(self, enqueue: JobEnqueue) -> bool:
+        """Whether `enqueue` is part of the open transaction or waits for its commit: not CRL402."""
+        django = any(transaction.django for transaction in self.transactions)
+        if django and enqueue.through_django:
+            return True  # the job is written in this very transaction
+        return enqueue.after_default_commit and self._waits_for_commit(None) is None
+
+    def _run_at_once(self, call: ast.Call) -> None:
+        """Follow the callable handed to `on_commit` as called here when no transaction of its database is open."""
+        using_keyword = next((keyword.value for keyword in call.keywords if keyword.arg == "using"), None)
+        using = None if using_keyword is None else ast.unparse(using_keyword)
+        if using in ("'default'", "None"):
+            using = None
+        reason = self._waits_for_commit(using)
+        handed = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "func"), None)
+        if reason is None or handed is None:
+            return
+        if isinstance(handed, ast.Call) and self.resolve(handed.func) == PARTIAL and handed.args:
+            # `partial(task.delay, 1)` runs as `task.delay(1)`.
+            now = ast.Call(func=handed.args[0], args=handed.args[1:], keywords=handed.keywords)
+        elif isinstance(handed, (ast.Name, ast.Attribute, ast.Lambda)):
+            now = ast.Call(func=handed, args=[], keywords=[])
+        else:
+            return
+        outer = self.at_once
+        self.at_once = reason
+        try:
+            self.visit_Call(ast.copy_location(now, handed))
+        finally:
+            self.at_once = outer
+
     def _follow_signal(self, call: ast.Call) -> bool:
         """Whether `call` sends a project signal; reported when a receiver it runs makes a network call."""
         module = StaticValues.of(self.context).module
@@ -420,13 +478,12 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         reached = next((found for callee in callees if (found := self.reach.of(callee)) is not None), None)
         if reached is not None:
             self._report_reached(call, reached)
-        django = self.transactions[-1].django
         enqueued = next(
             (
                 (use.enqueue, use.reached(callee))
                 for callee in callees
                 for use in self.reach.enqueued(callee)
-                if not (django and use.enqueue.through_django)
+                if not self._deferred(use.enqueue)
             ),
             None,
         )
@@ -447,8 +504,8 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         """CRL402 for `enqueue`, made here or (`reached`: the call here and its chain) by a project function that
         call runs."""
         transaction = self.transactions[-1]
-        if transaction.django and enqueue.through_django:
-            return  # the job is written in this very transaction
+        if self._deferred(enqueue):
+            return
         node: ast.AST = enqueue.call
         if reached is not None:
             node, shown = reached[0], reached[1].chain()
@@ -464,14 +521,21 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             )
             self.found.append(self.context.finding(node, self.ENQUEUED_IN_TRANSACTION, message))
             return
-        options = [f"{enqueue.on_commit}(...)"] if transaction.django and enqueue.on_commit is not None else []
-        options += ["transaction.on_commit(...)"] if transaction.django else []
+        if transaction.alias is not None:
+            # Celery's *_on_commit forms wait for the default database only.
+            options = [f"transaction.on_commit(..., using={transaction.alias})"]
+        elif transaction.django:
+            options = [f"{enqueue.on_commit}(...)"] if enqueue.on_commit is not None else []
+            options += ["transaction.on_commit(...)"]
+        else:
+            options = []
         options += [enqueue.in_transaction] if enqueue.in_transaction is not None else []
         if options:
             advice = f"use {', '.join(options[:-1])} or {options[-1]}" if len(options) > 1 else f"use {options[0]}"
         else:
             advice = "enqueue it after the transaction commits"
-        message = f"{shown} inside {transaction.shown}; {EARLY}: {advice}"
+        early = self.at_once or (self._waits_for_commit(None) if enqueue.after_default_commit else None) or EARLY
+        message = f"{shown} inside {transaction.shown}; {early}: {advice}"
         self.found.append(self.context.finding(node, self.ENQUEUED_IN_TRANSACTION, message))
 
     def _report(self, found: NetworkCall) -> None:
@@ -488,5 +552,6 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             )
         else:
             node = found.call
-            message = f"{found.api} inside {transaction.shown}; {advice}"
+            reason = f"{self.at_once}; " if self.at_once is not None else ""
+            message = f"{found.api} inside {transaction.shown}; {reason}{advice}"
         self.found.append(self.context.finding(node, self.IN_TRANSACTION, message))
