@@ -45,6 +45,8 @@ from corral.gates.source.parsing import Uncheckable, read_source
 from corral.gates.source.prefilter import starts_word
 
 DJANGO_ATOMIC = "django.db.transaction.atomic"
+# Django's adapter of a function decorator to methods: on a method, or on a class with `name=` the method.
+METHOD_DECORATOR = "django.utils.decorators.method_decorator"
 # Methods that open a transaction when used as a context manager (or decorator), whatever the object.
 OPENERS = frozenset({"begin", "begin_nested", "transaction", "atomic"})
 CONTEXT_MANAGERS = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})
@@ -94,6 +96,8 @@ class TransactionScopes:
         opened = direct_opener(expression, scope, module, decorator=decorator)
         if opened is not None:
             return opened
+        if decorator and _adapted(expression, scope, module) is not None:
+            return self._method_decorator(expression, scope, module) if not _keyword(expression, "name") else None
         shown = ast.unparse(expression.func if isinstance(expression, ast.Call) else expression)
         if isinstance(expression, ast.Call):
             shown += "(...)" if expression.args or expression.keywords else "()"
@@ -115,6 +119,28 @@ class TransactionScopes:
                 inner = self._remembered(callee.function, partial(self._decorator, callee.function, callee.module))
                 if inner is not None:
                     return _via(shown, inner, decorator=True)
+        return None
+
+    def methods_opened_by(self, cls: ast.ClassDef, scope: Scope, module: ModuleInfo) -> dict[str, Transaction]:
+        """The methods of `cls` its `@method_decorator(<opener>, name="<method>")` decorators run inside a
+        transaction, by name (`scope` is where the class is defined)."""
+        methods: dict[str, Transaction] = {}
+        for decorator in cls.decorator_list:
+            name = _keyword(decorator, "name")
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                opened = self._method_decorator(decorator, scope, module)
+                if opened is not None:
+                    methods.setdefault(name.value, opened)
+        return methods
+
+    def _method_decorator(self, expression: ast.expr, scope: Scope, module: ModuleInfo) -> Transaction | None:
+        """The transaction `method_decorator(<decorator or list of them>, ...)` runs the method in, if any."""
+        adapted = _adapted(expression, scope, module)
+        decorators = adapted.elts if isinstance(adapted, (ast.List, ast.Tuple)) else [adapted] if adapted else []
+        for decorator in decorators:
+            opened = self.opened_by(decorator, scope, module, decorator=True)
+            if opened is not None:
+                return opened._replace(shown=f"@{ast.unparse(expression)}")
         return None
 
     def _remembered(self, node: object, compute: Callable[[], Transaction | None]) -> Transaction | None:
@@ -369,6 +395,20 @@ def _alias(expression: ast.expr, scope: Scope) -> str | None:
         if binder is not None and any(isinstance(site, ast.arg) for site in binder.sites_of(using.id)):
             return None
     return ast.unparse(using)
+
+
+def _adapted(expression: ast.expr, scope: Scope, module: ModuleInfo) -> ast.expr | None:
+    """What `method_decorator(...)` is given to adapt, None when `expression` is not a call of it."""
+    if not isinstance(expression, ast.Call) or module.names.resolve(expression.func, scope) != METHOD_DECORATOR:
+        return None
+    return expression.args[0] if expression.args else _keyword(expression, "decorator")
+
+
+def _keyword(expression: ast.expr, name: str) -> ast.expr | None:
+    """The value of the keyword argument `name` of the call `expression`, None when it has none."""
+    if not isinstance(expression, ast.Call):
+        return None
+    return next((keyword.value for keyword in expression.keywords if keyword.arg == name), None)
 
 
 def _innermost_name(expression: ast.expr) -> str | None:

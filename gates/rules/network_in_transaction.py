@@ -25,7 +25,9 @@ default database.
 Transaction scopes: the body of a `with`/`async with` whose item is Django's `transaction.atomic(...)`
 (however imported) or a `.begin()`, `.begin_nested()`, `.transaction()` or `.atomic()` on any object
 (SQLAlchemy sessions, engines and connections, psycopg 3, asyncpg, peewee), and the body of a function
-decorated with one of those (`@transaction.atomic`, `@db.atomic()`). Items after the opening one in the
+decorated with one of those (`@transaction.atomic`, `@db.atomic()`, Django's `@method_decorator(transaction.atomic)`,
+a list of decorators holding it included; on a class, `@method_decorator(transaction.atomic, name="dispatch")`
+makes the method it names one). Items after the opening one in the
 same `with` are inside it. The project's own wrappers of them are scopes too where they are used
 (`corral.gates.knowledge.transaction_scopes` says which): a `@contextmanager` whose every `yield` is inside
 one, a class whose `__enter__` enters one, a decorator that runs its function inside one; the message
@@ -241,6 +243,8 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         self.outside_lines = lines_mentioning(context.text, words)
         ScopedVisitor.__init__(self, names, self.outside_lines)
         self.transactions: list[Transaction] = []
+        # The methods of the class being visited its decorators run inside a transaction, by name.
+        self.methods_opened: dict[str, Transaction] = {}
         # The call of a local function being followed and that function's name (findings go there), and
         # the functions already visited for it: each is visited once per call, however often it is reached.
         self.via: tuple[ast.Call, str] | None = None
@@ -320,7 +324,24 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             if expression is not None:
                 self.visit(expression)
         opened = [self._opened_by(decorator, decorator=True) for decorator in node.decorator_list]
-        self._run(self.names.scope_of(node), node.body, [scope for scope in opened if scope is not None])
+        by_class, self.methods_opened = self.methods_opened, {}
+        opened.append(by_class.get(node.name))
+        try:
+            self._run(self.names.scope_of(node), node.body, [scope for scope in opened if scope is not None])
+        finally:
+            self.methods_opened = by_class
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        # `@method_decorator(transaction.atomic, name="dispatch")`: that method's body runs inside.
+        module = StaticValues.of(self.context).module
+        outer = self.methods_opened, self.lines
+        self.methods_opened = self.scopes.methods_opened_by(node, self.scope, module)
+        if self.methods_opened:
+            self.lines = None
+        try:
+            super().visit_ClassDef(node)
+        finally:
+            self.methods_opened, self.lines = outer
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         for expression in (*node.args.defaults, *node.args.kw_defaults):
