@@ -43,7 +43,9 @@ class assigns or annotates, a module-level instance), a class's `__init__` when 
 which calls, `corral.gates.knowledge.network_reach` walks them). The finding is at the call and names the
 chain (`Mailer.send() -> smtplib.SMTP (app/mail.py:14)`). A project Django signal sent inside a scope
 (`order_paid.send(...)`, `send_robust`) is followed to the receivers connected to it anywhere in the
-project (`corral.gates.knowledge.signals`); Django's own signals (`post_save`, sent by the ORM) are not.
+project (`corral.gates.knowledge.signals`), for the network calls (CRL401) and the enqueues (CRL402) they
+make, each reported once at the send with the receiver in the chain; Django's own signals (`post_save`, sent
+by the ORM) are not.
 Calls through objects of unknown type are not followed,
 and a transaction opened without a `with` (`session.begin()` as a statement, autobegin, ATOMIC_REQUESTS) is
 not seen. Functions and lambdas defined but not called, and callables handed on
@@ -468,27 +470,27 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             self.at_once = outer
 
     def _follow_signal(self, call: ast.Call) -> bool:
-        """Whether `call` sends a project signal; reported when a receiver it runs makes a network call."""
+        """Whether `call` sends a project signal; reported when a receiver it runs makes a network call (CRL401)
+        or enqueues a job (CRL402), once each."""
         module = StaticValues.of(self.context).module
         signal = self.signals.sent(call, self.scope, module)
         if signal is None:
             return False
         assert isinstance(call.func, ast.Attribute)
+        network_reported = enqueue_reported = False
         for receiver in self.signals.receivers(call, signal, self.scope, module):
+            sent = f"{ast.unparse(call.func)}() -> {receiver.callee.shown}() (receiver, {receiver.where})"
             reached = self.reach.of(receiver.callee)
-            if reached is None:
-                continue
-            rest = reached._replace(hops=reached.hops[1:]).chain()
-            sent = f"{ast.unparse(call.func)}() -> {receiver.callee.shown}() (receiver, {receiver.where}) -> {rest}"
-            transaction = self.transactions[-1]
-            advice = DJANGO_ADVICE if transaction.django else ADVICE
-            node = call
-            if self.via is not None:
-                node, callee = self.via
-                sent = f"{callee}() -> {sent}"
-            message = f"{sent} inside {transaction.shown}; {advice}"
-            self.found.append(self.context.finding(node, self.IN_TRANSACTION, message))
-            break
+            if reached is not None and not network_reported:
+                network_reported = True
+                self._report_reached(call, reached, sent)
+            enqueued = next(
+                (use for use in self.reach.enqueued(receiver.callee) if not self._deferred(use.enqueue)), None
+            )
+            if enqueued is not None and not enqueue_reported:
+                enqueue_reported = True
+                rest = enqueued.reached(receiver.callee)
+                self._report_enqueue(enqueued.enqueue, (call, f"{sent} -> {rest._replace(hops=rest.hops[1:]).chain()}"))
         return True
 
     def _follow_project(self, call: ast.Call) -> None:
@@ -509,27 +511,30 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             None,
         )
         if enqueued is not None:
-            self._report_enqueue(enqueued[0], (call, enqueued[1]))
+            self._report_enqueue(enqueued[0], (call, enqueued[1].chain()))
 
-    def _report_reached(self, call: ast.Call, reached: Reached) -> None:
+    def _report_reached(self, call: ast.Call, reached: Reached, sent: str | None = None) -> None:
+        """CRL401 at `call`, which runs a project function that reaches a network call; `sent`: the signal sent and
+        the receiver that function is."""
         transaction = self.transactions[-1]
         advice = DJANGO_ADVICE if transaction.django else ADVICE
         node = call
+        chain = reached.chain() if sent is None else f"{sent} -> {reached._replace(hops=reached.hops[1:]).chain()}"
         if self.via is not None:
             node, callee = self.via
-            reached = reached._replace(hops=(callee, *reached.hops))
-        message = f"{reached.chain()} inside {transaction.shown}; {advice}"
+            chain = f"{callee}() -> {chain}"
+        message = f"{chain} inside {transaction.shown}; {advice}"
         self.found.append(self.context.finding(node, self.IN_TRANSACTION, message))
 
-    def _report_enqueue(self, enqueue: JobEnqueue, reached: tuple[ast.Call, Reached] | None = None) -> None:
-        """CRL402 for `enqueue`, made here or (`reached`: the call here and its chain) by a project function that
-        call runs."""
+    def _report_enqueue(self, enqueue: JobEnqueue, reached: tuple[ast.Call, str] | None = None) -> None:
+        """CRL402 for `enqueue`, made here or (`reached`: the call here and the chain as shown) by a project
+        function that call runs."""
         transaction = self.transactions[-1]
         if self._deferred(enqueue):
             return
         node: ast.AST = enqueue.call
         if reached is not None:
-            node, shown = reached[0], reached[1].chain()
+            node, shown = reached
         else:
             shown = enqueue.api
         if self.via is not None:
