@@ -21,7 +21,7 @@ A call inside `async with asyncio.timeout(N):` (or `async_timeout.timeout(N)`), 
 `asyncio.wait_for(call, N)` runs (awaited, or handed to `asyncio.run`), in the job or in a function on the way to
 the call, is cancelled after N: its timeout is the shorter of its own and the smallest N of the scopes around it
 (`None` bounds nothing; the arguments of `wait_for` run before it, outside); when the scope is the shorter and
-still not shorter than the job's, the finding names it (`is bounded by asyncio.wait_for() at app/jobs.py:19 to
+still longer than the job's, the finding names it (`is bounded by asyncio.wait_for() at app/jobs.py:19 to
 30 s`). `asyncio.timeout_at` cancels at a
 deadline on the loop's clock, which the gate cannot read: a call that fails on its own inside one is CRL204, as
 inside a scope whose delay cannot be read.
@@ -252,9 +252,11 @@ class NetworkTimeouts(Rule):
             shortest is not None
             and bounding is not None
             and job is not None
+            and shortest > job
             and (seconds is None or shortest < seconds)
         ):
             # The timeout scope is the effective bound: name it, not the call's own (longer or absent) timeout.
+            # One equal to the job's says no more than the job's does (a Procrastinate job's limit is its scope).
             own = "no timeout of its own" if seconds is None else f"its own timeout {_shown(seconds)} s"
             return self.context.finding(
                 where,
