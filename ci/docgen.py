@@ -38,8 +38,9 @@ KEY_MEANINGS: dict[str, str] = {
     "infra": "code that may own threads, processes and tasks",
     "tests": "test code, exempt from the domain rules",
     "extend-spawners": 'more APIs to treat as spawners (CRL107), e.g. `"gevent.spawn"`',
-    "extend-network": 'more APIs to treat as network calls (CRL210, CRL401), e.g. `"stripe.Charge.create"`; what '
-    'one returns is a client whose every method is one (`"boto3.client"`)',
+    "extend-network": 'more APIs to treat as network calls (CRL210, CRL401), e.g. `"stripe.Charge.create"`: a call '
+    'of one is a network call, and so is every method call of what it returns (`"pika.BlockingConnection"`, '
+    "which connects when built)",
     "strict": "demand an explicit timeout on every job kind (CRL2)",
     "max-conns": "the database pool size, for deployments that set it outside code; unset: the code's; also the"
     " database's connection limit the Celery workers are checked against (CRL3)",

@@ -50,11 +50,13 @@ class JobKind(NamedTuple):
 
 
 class Limit(NamedTuple):
-    """A limit read from one place: seconds, or why there is none (`off`), or unresolvable."""
+    """A limit read from one place: seconds, or why there is none (`off`), or unresolvable; `refused`: `off` is
+    a value the framework raises on (not a limit turned off)."""
 
     seconds: float | None = None
     off: str | None = None
     unresolved: Unresolved | None = None
+    refused: bool = False
 
 
 UNSET = Limit()

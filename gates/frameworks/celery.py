@@ -46,6 +46,7 @@ TASK_CLASSES = frozenset({"celery.Task", "celery.app.task.Task", "celery.task.Ta
 # canvas calls, applied with `delay()` / `apply_async()`. Calling a group, chain or chord applies it too
 # (`Signature.__call__` runs the task here, so a plain signature's call is not an enqueue).
 TASK_ENQUEUES = {"delay": "delay_on_commit", "apply_async": "apply_async_on_commit"}
+ON_COMMIT_ENQUEUES = frozenset(TASK_ENQUEUES.values())
 SEND_TASK = "send_task"
 SIGNATURE_METHODS = frozenset({"s", "si", "signature"})
 _CANVAS_MODULES = ("celery", "celery.canvas")
@@ -70,7 +71,7 @@ class Celery(Framework):
     no_limit_arguments = "(time_limit=0)"
     fix_keyword = "time_limit"
     decorators = SHARED
-    enqueue_methods = frozenset({*TASK_ENQUEUES, SEND_TASK, CALLED})
+    enqueue_methods = frozenset({*TASK_ENQUEUES, *ON_COMMIT_ENQUEUES, SEND_TASK, CALLED})
     enqueue_plant = EnqueuePlant("from celery import shared_task as {name}", "(time_limit=1)", "delay")
 
     VALID = (
@@ -109,6 +110,10 @@ class Celery(Framework):
             made = receivers.made(receiver)
             known = receivers.dotted(receiver) in CURRENT_APP or (made is not None and made.maker in APPS)
             return JobEnqueue(shown, call) if known else None
+        if method in ON_COMMIT_ENQUEUES:
+            # `on_commit(partial(self.delay, ...))` with no `using=`: deferred only by the default database's commit.
+            deferred = receivers.task_method(call, self)
+            return deferred._replace(after_default_commit=True) if deferred is not None else None
         task = receivers.task_method(call, self, on_commit=TASK_ENQUEUES[method])
         if task is not None:
             return task

@@ -7,7 +7,9 @@ queue's `default_timeout=`; `enqueue`, `enqueue_in` and `enqueue_at` pass a `tim
 (rq/queue.py, `parse_args` pops only `job_timeout`), so it is no limit there. A django-rq queue (its `@job`
 without a timeout, `get_queue("name")`) takes its default_timeout from the `RQ_QUEUES` setting of the
 project's settings modules. RQ's documented default (180 s)
-counts unless the limit is turned off (`-1`, zero or negative); strict mode demands an explicit timeout.
+counts unless the limit is turned off (`-1`, or a negative default); a job's `timeout=0` / `job_timeout=0` is
+an error RQ raises at enqueue (`Queue.create_job`: "0 timeout is not allowed"), reported as such; strict mode
+demands an explicit timeout.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ ENQUEUES["enqueue_at"] = ENQUEUES["enqueue_in"]
 # and django-rq's module-level `enqueue(fn, ...)` (django_rq/queues.py: `get_queue().enqueue`).
 DELAY = "delay"
 ENQUEUE_MANY = "enqueue_many"
+# The limits RQ's Queue.create_job is given for one job, which refuse 0 (a queue's default_timeout does not).
+PER_JOB_LABELS = frozenset({"timeout", "job_timeout"})
 DJANGO_ENQUEUE = frozenset({"django_rq.enqueue", "django_rq.queues.enqueue"})
 # Where an enqueued job's limit comes from.
 ENQUEUED, QUEUE = "enqueue", "queue default_timeout"
@@ -185,7 +189,7 @@ class Rq(Framework):
         elif found.seconds is not None:
             finder.add(self, call, function, timeout=found.seconds, source=source, name=name, queue=queue)
         else:
-            problem = f"rq: {at}{found.off}, which turns the limit off"
+            problem = f"rq: {at}{found.off}" + ("" if found.refused else ", which turns the limit off")
             finder.fail(self, call, function, self.code, problem, name=name, queue=queue)
 
 
@@ -257,6 +261,11 @@ def _timeout(
         return None  # RQ's default applies
     if value == -1:
         return Limit(off=f"{label}=-1 (no limit)")
+    if value == 0 and label in PER_JOB_LABELS:
+        # rq/queue.py, Queue.create_job: `elif timeout == 0: raise ValueError('0 timeout is not allowed. ...')`.
+        return Limit(
+            off=f"{label}=0 is an error RQ refuses at enqueue (0 timeout is not allowed; -1 is no limit)", refused=True
+        )
     return finder.limit(expression, scope, label, evaluator)
 
 

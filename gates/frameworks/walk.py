@@ -466,7 +466,7 @@ class Finder:
         if found is not None and found.unresolved is not None:
             self.fail(framework, node, function, UNRESOLVED, f"{label} {found.unresolved}", name=name, queue=queue)
         elif found is not None and found.off is not None:
-            problem = f"{framework.name}: {found.off}, which turns the limit off"
+            problem = f"{framework.name}: {found.off}" + ("" if found.refused else ", which turns the limit off")
             self.fail(framework, node, function, framework.code, problem, name=name, queue=queue)
         elif found is not None and found.seconds is not None:
             self.add(framework, node, function, timeout=found.seconds * scale, source=DECORATOR, name=name, queue=queue)

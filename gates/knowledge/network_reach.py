@@ -41,13 +41,16 @@ class JobEnqueue(NamedTuple):
     """A call that hands a job to a queue, as a framework recognises it: the API as messages show it
     (`send_receipt.delay`), the call, the framework's own way to enqueue on commit (`send_receipt.delay_on_commit`,
     Django only) or inside the transaction (`enqueue(..., conn=...)`), and whether the job is written through
-    Django's own connection (so inside a Django transaction it is part of that transaction)."""
+    Django's own connection (so inside a Django transaction it is part of that transaction), and whether the
+    framework hands it to Django's `on_commit` without `using=` (Celery's `delay_on_commit()`: it waits for the
+    default database's commit only)."""
 
     api: str
     call: ast.Call
     on_commit: str | None = None
     in_transaction: str | None = None
     through_django: bool = False
+    after_default_commit: bool = False
 
 
 # The job a call (in a scope of a module) enqueues, as the frameworks recognise it, or None.

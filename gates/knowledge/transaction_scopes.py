@@ -45,6 +45,8 @@ from corral.gates.source.parsing import Uncheckable, read_source
 from corral.gates.source.prefilter import starts_word
 
 DJANGO_ATOMIC = "django.db.transaction.atomic"
+# Django's adapter of a function decorator to methods: on a method, or on a class with `name=` the method.
+METHOD_DECORATOR = "django.utils.decorators.method_decorator"
 # Methods that open a transaction when used as a context manager (or decorator), whatever the object.
 OPENERS = frozenset({"begin", "begin_nested", "transaction", "atomic"})
 CONTEXT_MANAGERS = frozenset({"contextlib.contextmanager", "contextlib.asynccontextmanager"})
@@ -68,10 +70,13 @@ _DOTTED = rb"(?:\w+(?:[\s\\]|#[^\n]*(?![^\n]))*\.(?:[\s\\]|#[^\n]*(?![^\n]))*)*"
 
 class Transaction(NamedTuple):
     """An open transaction scope as shown in messages (`transaction.atomic()`, `@db.atomic()`,
-    `db_transaction() (app/db.py:12: transaction.atomic())`), and whether Django's atomic opens it."""
+    `db_transaction() (app/db.py:12: transaction.atomic())`), whether Django's atomic opens it, and the database
+    alias it opens it on as written (`"orders"`, `settings.REPLICA_NAME`) when that is not the default one:
+    `on_commit` without a matching `using=` waits for the default connection's commit, not for this one."""
 
     shown: str
     django: bool
+    alias: str | None = None
 
 
 class TransactionScopes:
@@ -91,6 +96,8 @@ class TransactionScopes:
         opened = direct_opener(expression, scope, module, decorator=decorator)
         if opened is not None:
             return opened
+        if decorator and _adapted(expression, scope, module) is not None:
+            return self._method_decorator(expression, scope, module) if not _keyword(expression, "name") else None
         shown = ast.unparse(expression.func if isinstance(expression, ast.Call) else expression)
         if isinstance(expression, ast.Call):
             shown += "(...)" if expression.args or expression.keywords else "()"
@@ -112,6 +119,28 @@ class TransactionScopes:
                 inner = self._remembered(callee.function, partial(self._decorator, callee.function, callee.module))
                 if inner is not None:
                     return _via(shown, inner, decorator=True)
+        return None
+
+    def methods_opened_by(self, cls: ast.ClassDef, scope: Scope, module: ModuleInfo) -> dict[str, Transaction]:
+        """The methods of `cls` its `@method_decorator(<opener>, name="<method>")` decorators run inside a
+        transaction, by name (`scope` is where the class is defined)."""
+        methods: dict[str, Transaction] = {}
+        for decorator in cls.decorator_list:
+            name = _keyword(decorator, "name")
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                opened = self._method_decorator(decorator, scope, module)
+                if opened is not None:
+                    methods.setdefault(name.value, opened)
+        return methods
+
+    def _method_decorator(self, expression: ast.expr, scope: Scope, module: ModuleInfo) -> Transaction | None:
+        """The transaction `method_decorator(<decorator or list of them>, ...)` runs the method in, if any."""
+        adapted = _adapted(expression, scope, module)
+        decorators = adapted.elts if isinstance(adapted, (ast.List, ast.Tuple)) else [adapted] if adapted else []
+        for decorator in decorators:
+            opened = self.opened_by(decorator, scope, module, decorator=True)
+            if opened is not None:
+                return opened._replace(shown=f"@{ast.unparse(expression)}")
         return None
 
     def _remembered(self, node: object, compute: Callable[[], Transaction | None]) -> Transaction | None:
@@ -172,7 +201,7 @@ class TransactionScopes:
                 if not (aliased and direct_opener(value.func, scope, module, decorator=True)):
                     opened = self.opened_by(value.func, scope, module, decorator=True)
                 if opened is not None:
-                    opened = Transaction(f"{module.relpath}:{value.lineno}: {opened.shown}", opened.django)
+                    opened = opened._replace(shown=f"{module.relpath}:{value.lineno}: {opened.shown}")
             elif isinstance(value, ast.Name):
                 inner = _nested_function(function, value.id)
                 if inner is not None:
@@ -193,7 +222,7 @@ class TransactionScopes:
             # `@transaction.atomic def wrapper(...)`: its whole body runs inside.
             decorator = own[0]
             where = wrapper.decorator_list[0].lineno
-            return Transaction(f"{module.relpath}:{where}: {decorator.shown}", decorator.django)
+            return decorator._replace(shown=f"{module.relpath}:{where}: {decorator.shown}")
 
         def calls_decorated(node: ast.AST, at: Scope) -> bool:
             return (
@@ -297,7 +326,7 @@ class TransactionScopes:
             opened = self.opened_by(value, at, module, decorator=False)
             if opened is None:
                 return None
-            found = found or Transaction(f"{module.relpath}:{value.lineno}: {opened.shown}", opened.django)
+            found = found or opened._replace(shown=f"{module.relpath}:{value.lineno}: {opened.shown}")
         return found
 
     # -- where code runs ------------------------------------------------------------------------------
@@ -331,9 +360,7 @@ class TransactionScopes:
                     yield from self._walk([item.context_expr], module, scope, wanted, current)
                     opened = self.opened_by(item.context_expr, scope, module, decorator=False)
                     if opened is not None:
-                        current = Transaction(
-                            f"{module.relpath}:{item.context_expr.lineno}: {opened.shown}", opened.django
-                        )
+                        current = opened._replace(shown=f"{module.relpath}:{item.context_expr.lineno}: {opened.shown}")
                 yield from self._walk(list(node.body), module, scope, wanted, current)
                 continue
             yield from self._walk(list(ast.iter_child_nodes(node)), module, scope, wanted, transaction)
@@ -348,7 +375,40 @@ def direct_opener(expression: ast.expr, scope: Scope, module: ModuleInfo, *, dec
     shown = ast.unparse(target)
     if isinstance(expression, ast.Call):
         shown += "(...)" if expression.args or expression.keywords else "()"
-    return Transaction(f"@{shown}" if decorator else shown, django)
+    alias = _alias(expression, scope) if django else None
+    return Transaction(f"@{shown}" if decorator else shown, django, alias)
+
+
+def _alias(expression: ast.expr, scope: Scope) -> str | None:
+    """The database alias Django's `atomic(...)` is given as written, None for the default connection (no alias,
+    `"default"`, `None`) and for a parameter of the function it is written in: a wrapper's `using` parameter
+    is whatever each use passes, which is not followed."""
+    if not isinstance(expression, ast.Call):
+        return None
+    using = next((keyword.value for keyword in expression.keywords if keyword.arg == "using"), None)
+    if using is None and expression.args and not isinstance(expression.args[0], ast.Lambda):
+        using = expression.args[0]
+    if using is None or (isinstance(using, ast.Constant) and using.value in ("default", None)):
+        return None
+    if isinstance(using, ast.Name):
+        binder = scope.binder(using.id)
+        if binder is not None and any(isinstance(site, ast.arg) for site in binder.sites_of(using.id)):
+            return None
+    return ast.unparse(using)
+
+
+def _adapted(expression: ast.expr, scope: Scope, module: ModuleInfo) -> ast.expr | None:
+    """What `method_decorator(...)` is given to adapt, None when `expression` is not a call of it."""
+    if not isinstance(expression, ast.Call) or module.names.resolve(expression.func, scope) != METHOD_DECORATOR:
+        return None
+    return expression.args[0] if expression.args else _keyword(expression, "decorator")
+
+
+def _keyword(expression: ast.expr, name: str) -> ast.expr | None:
+    """The value of the keyword argument `name` of the call `expression`, None when it has none."""
+    if not isinstance(expression, ast.Call):
+        return None
+    return next((keyword.value for keyword in expression.keywords if keyword.arg == name), None)
 
 
 def _innermost_name(expression: ast.expr) -> str | None:
@@ -362,7 +422,7 @@ def _innermost_name(expression: ast.expr) -> str | None:
 
 def _via(shown: str, inner: Transaction, *, decorator: bool) -> Transaction:
     """A wrapper as messages show it: its use, then where it opens the transaction."""
-    return Transaction(f"{'@' if decorator else ''}{shown} ({inner.shown})", inner.django)
+    return inner._replace(shown=f"{'@' if decorator else ''}{shown} ({inner.shown})")
 
 
 def _is_yield(node: ast.AST, scope: Scope) -> bool:

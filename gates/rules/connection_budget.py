@@ -590,7 +590,8 @@ class CeleryBudgetCheck(ProjectCheck):
     `app.conf.update(worker_concurrency=N)`; with no deployment file running `celery worker`, one process).
     With `CONN_MAX_AGE = 0` (Django's default) a child holds a connection only while its task queries,
     which the gate cannot bound: nothing is reported. A worker without a concurrency (Celery's default is
-    the host's CPU count), settings modules that disagree, or a value the gate cannot read is CRL302."""
+    the host's CPU count), settings modules that disagree, or a value the gate cannot read is CRL302, and so is
+    a deployment file it cannot read (not valid YAML, say) even when no readable one runs `celery worker`."""
 
     rule = ConnectionBudget
     fact = DatabaseSetting
@@ -604,7 +605,13 @@ class CeleryBudgetCheck(ProjectCheck):
         program = celery.WORKER_PROGRAM
         deployments = read_deployments(config.root, config.kubernetes_manifests, frozenset({program}))
         services = [worker for worker in deployments.workers if worker.command.program == program]
-        if not services and not concurrencies:
+        unreadable = [
+            (value.path, value.line, value.reason)
+            for value in deployments.unreadable
+            if value.command is None or value.command.program == program
+        ]
+        # A deployment file the gate cannot read may be the one that runs the workers: no silent pass.
+        if not services and not concurrencies and not unreadable:
             return []
         # Celery's command line overrides its settings: the settings' concurrency is read (and an unreadable
         # or disagreeing one is a problem) only when some worker takes its concurrency from them.
@@ -639,16 +646,12 @@ class CeleryBudgetCheck(ProjectCheck):
                 origin = f"from {celery.CONCURRENCY} at {setting[0]}:{setting[1].line}"
                 terms.append(CeleryWorkers(int(setting[1].value), origin, service.processes, where))
             elif not concurrencies:  # else a settings module's unreadable or disagreeing value is the problem
-                reason = f"{service.origin} runs {program} worker with no --concurrency and no worker_concurrency"
+                reason = f"the {program} worker here ({service.origin}) has no --concurrency and no worker_concurrency"
                 problems.append((service.path, service.line, f"{reason}: {celery.DEFAULT_CONCURRENCY}"))
         if not services and setting is not None and setting[1].value is not None:
             origin = f"from {celery.CONCURRENCY} at {setting[0]}:{setting[1].line}"
             terms.append(CeleryWorkers(int(setting[1].value), origin, 1, f"(no deployment file runs {program} worker)"))
-        problems += [
-            (value.path, value.line, value.reason)
-            for value in deployments.unreadable
-            if value.command is None or value.command.program == program
-        ]
+        problems += unreadable
         return self._report(problems, age or ages[0], terms, config, reports)
 
     def _report(

@@ -12,11 +12,22 @@ app writes through Django's connection inside a Django transaction; corral's `Ru
 without `conn=`), on a task, app, queue or broker the gate can tell; a look-alike method of anything else is
 not one. An enqueue is CRL402's only, never CRL401's too. The deferred forms (`transaction.on_commit(lambda:
 ...)`, `delay_on_commit()`) run after commit: not inside. The advice names the framework's own way out.
+Django's `on_commit` waits for the commit of the database its `using=` names (the default one without it), and
+Celery's `delay_on_commit()`/`apply_async_on_commit()` call it without `using=`: inside `atomic(using="orders")`
+(any alias not literally "default", one the gate cannot resolve such as `settings.REPLICA_NAME` included) with
+no default-database atomic open around it, they and what `on_commit` is handed without the same `using=` (the
+same literal, or the same expression text) run at once: CRL402 (CRL401 for a network call), saying why, with
+`transaction.on_commit(..., using=<alias>)` as the advice. Inside a transaction that is not Django's
+(`session.begin()`, `conn.transaction()`) they run at once too. The alias of a wrapper's parameter
+(`atomic(using=using)` in `def uow(using="default")`) is whatever each use passes: not followed, taken as the
+default database.
 
 Transaction scopes: the body of a `with`/`async with` whose item is Django's `transaction.atomic(...)`
 (however imported) or a `.begin()`, `.begin_nested()`, `.transaction()` or `.atomic()` on any object
 (SQLAlchemy sessions, engines and connections, psycopg 3, asyncpg, peewee), and the body of a function
-decorated with one of those (`@transaction.atomic`, `@db.atomic()`). Items after the opening one in the
+decorated with one of those (`@transaction.atomic`, `@db.atomic()`, Django's `@method_decorator(transaction.atomic)`,
+a list of decorators holding it included; on a class, `@method_decorator(transaction.atomic, name="dispatch")`
+makes the method it names one). Items after the opening one in the
 same `with` are inside it. The project's own wrappers of them are scopes too where they are used
 (`corral.gates.knowledge.transaction_scopes` says which): a `@contextmanager` whose every `yield` is inside
 one, a class whose `__enter__` enters one, a decorator that runs its function inside one; the message
@@ -32,7 +43,9 @@ class assigns or annotates, a module-level instance), a class's `__init__` when 
 which calls, `corral.gates.knowledge.network_reach` walks them). The finding is at the call and names the
 chain (`Mailer.send() -> smtplib.SMTP (app/mail.py:14)`). A project Django signal sent inside a scope
 (`order_paid.send(...)`, `send_robust`) is followed to the receivers connected to it anywhere in the
-project (`corral.gates.knowledge.signals`); Django's own signals (`post_save`, sent by the ORM) are not.
+project (`corral.gates.knowledge.signals`), for the network calls (CRL401) and the enqueues (CRL402) they
+make, each reported once at the send with the receiver in the chain; Django's own signals (`post_save`, sent
+by the ORM) are not.
 Calls through objects of unknown type are not followed,
 and a transaction opened without a `with` (`session.begin()` as a statement, autobegin, ATOMIC_REQUESTS) is
 not seen. Functions and lambdas defined but not called, and callables handed on
@@ -82,6 +95,7 @@ from corral.gates.rules.base import Rule
 from corral.gates.source.prefilter import Source
 
 ON_COMMIT = "django.db.transaction.on_commit"
+PARTIAL = "functools.partial"
 DJANGO_ADVICE = "make the call after commit (transaction.on_commit) or outside the transaction"
 ADVICE = "make the call outside the transaction, after it commits"
 EARLY = "the task can run before the commit"
@@ -231,12 +245,16 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         self.outside_lines = lines_mentioning(context.text, words)
         ScopedVisitor.__init__(self, names, self.outside_lines)
         self.transactions: list[Transaction] = []
+        # The methods of the class being visited its decorators run inside a transaction, by name.
+        self.methods_opened: dict[str, Transaction] = {}
         # The call of a local function being followed and that function's name (findings go there), and
         # the functions already visited for it: each is visited once per call, however often it is reached.
         self.via: tuple[ast.Call, str] | None = None
         self.followed: set[LocalCallable] = set()
         # Calls written as the argument of on_commit: they run now, not after commit.
         self.eager: set[ast.expr] = set()
+        # Why the callable being followed runs now though handed to on_commit (no transaction of its database).
+        self.at_once: str | None = None
         self.found: list[Finding] = []
 
     @cached_property
@@ -309,7 +327,24 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             if expression is not None:
                 self.visit(expression)
         opened = [self._opened_by(decorator, decorator=True) for decorator in node.decorator_list]
-        self._run(self.names.scope_of(node), node.body, [scope for scope in opened if scope is not None])
+        by_class, self.methods_opened = self.methods_opened, {}
+        opened.append(by_class.get(node.name))
+        try:
+            self._run(self.names.scope_of(node), node.body, [scope for scope in opened if scope is not None])
+        finally:
+            self.methods_opened = by_class
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        # `@method_decorator(transaction.atomic, name="dispatch")`: that method's body runs inside.
+        module = StaticValues.of(self.context).module
+        outer = self.methods_opened, self.lines
+        self.methods_opened = self.scopes.methods_opened_by(node, self.scope, module)
+        if self.methods_opened:
+            self.lines = None
+        try:
+            super().visit_ClassDef(node)
+        finally:
+            self.methods_opened, self.lines = outer
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         for expression in (*node.args.defaults, *node.args.kw_defaults):
@@ -350,6 +385,7 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             elif self.resolve(node.func) == ON_COMMIT:
                 arguments = (*node.args, *(keyword.value for keyword in node.keywords))
                 self.eager.update(argument for argument in arguments if isinstance(argument, ast.Call))
+                self._run_at_once(node)
             elif not self._follow_signal(node):
                 self._follow(node)
         self.generic_visit(node)
@@ -389,28 +425,73 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         finally:
             self.via, self.followed = outer
 
+    def _waits_for_commit(self, using: str | None) -> str | None:
+        """None when Django's `on_commit(..., using=<using>)` waits for a commit here (a Django transaction of that
+        database is open), else why it runs its callable at once."""
+        django = [transaction for transaction in self.transactions if transaction.django]
+        if any(transaction.alias == using for transaction in django):
+            return None
+        if not django:
+            return "on_commit runs at once: Django has no transaction open (this one is not Django's)"
+        if using is None:
+            return (
+                f"on_commit without using={django[-1].alias} runs at once: the default database has no transaction open"
+            )
+        return f"on_commit(using={using}) runs at once: that database has no transaction open"
+
+    def _deferred(self, enqueue: JobEnqueue) -> bool:
+        """Whether `enqueue` is part of the open transaction or waits for its commit: not CRL402."""
+        django = any(transaction.django for transaction in self.transactions)
+        if django and enqueue.through_django:
+            return True  # the job is written in this very transaction
+        return enqueue.after_default_commit and self._waits_for_commit(None) is None
+
+    def _run_at_once(self, call: ast.Call) -> None:
+        """Follow the callable handed to `on_commit` as called here when no transaction of its database is open."""
+        using_keyword = next((keyword.value for keyword in call.keywords if keyword.arg == "using"), None)
+        using = None if using_keyword is None else ast.unparse(using_keyword)
+        if using in ("'default'", "None"):
+            using = None
+        reason = self._waits_for_commit(using)
+        handed = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "func"), None)
+        if reason is None or handed is None:
+            return
+        if isinstance(handed, ast.Call) and self.resolve(handed.func) == PARTIAL and handed.args:
+            # `partial(task.delay, 1)` runs as `task.delay(1)`.
+            now = ast.Call(func=handed.args[0], args=handed.args[1:], keywords=handed.keywords)
+        elif isinstance(handed, (ast.Name, ast.Attribute, ast.Lambda)):
+            now = ast.Call(func=handed, args=[], keywords=[])
+        else:
+            return
+        outer = self.at_once
+        self.at_once = reason
+        try:
+            self.visit_Call(ast.copy_location(now, handed))
+        finally:
+            self.at_once = outer
+
     def _follow_signal(self, call: ast.Call) -> bool:
-        """Whether `call` sends a project signal; reported when a receiver it runs makes a network call."""
+        """Whether `call` sends a project signal; reported when a receiver it runs makes a network call (CRL401)
+        or enqueues a job (CRL402), once each."""
         module = StaticValues.of(self.context).module
         signal = self.signals.sent(call, self.scope, module)
         if signal is None:
             return False
         assert isinstance(call.func, ast.Attribute)
+        network_reported = enqueue_reported = False
         for receiver in self.signals.receivers(call, signal, self.scope, module):
+            sent = f"{ast.unparse(call.func)}() -> {receiver.callee.shown}() (receiver, {receiver.where})"
             reached = self.reach.of(receiver.callee)
-            if reached is None:
-                continue
-            rest = reached._replace(hops=reached.hops[1:]).chain()
-            sent = f"{ast.unparse(call.func)}() -> {receiver.callee.shown}() (receiver, {receiver.where}) -> {rest}"
-            transaction = self.transactions[-1]
-            advice = DJANGO_ADVICE if transaction.django else ADVICE
-            node = call
-            if self.via is not None:
-                node, callee = self.via
-                sent = f"{callee}() -> {sent}"
-            message = f"{sent} inside {transaction.shown}; {advice}"
-            self.found.append(self.context.finding(node, self.IN_TRANSACTION, message))
-            break
+            if reached is not None and not network_reported:
+                network_reported = True
+                self._report_reached(call, reached, sent)
+            enqueued = next(
+                (use for use in self.reach.enqueued(receiver.callee) if not self._deferred(use.enqueue)), None
+            )
+            if enqueued is not None and not enqueue_reported:
+                enqueue_reported = True
+                rest = enqueued.reached(receiver.callee)
+                self._report_enqueue(enqueued.enqueue, (call, f"{sent} -> {rest._replace(hops=rest.hops[1:]).chain()}"))
         return True
 
     def _follow_project(self, call: ast.Call) -> None:
@@ -421,38 +502,40 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         reached = next((found for callee in callees if (found := self.reach.of(callee)) is not None), None)
         if reached is not None:
             self._report_reached(call, reached)
-        django = self.transactions[-1].django
         enqueued = next(
             (
                 (use.enqueue, use.reached(callee))
                 for callee in callees
                 for use in self.reach.enqueued(callee)
-                if not (django and use.enqueue.through_django)
+                if not self._deferred(use.enqueue)
             ),
             None,
         )
         if enqueued is not None:
-            self._report_enqueue(enqueued[0], (call, enqueued[1]))
+            self._report_enqueue(enqueued[0], (call, enqueued[1].chain()))
 
-    def _report_reached(self, call: ast.Call, reached: Reached) -> None:
+    def _report_reached(self, call: ast.Call, reached: Reached, sent: str | None = None) -> None:
+        """CRL401 at `call`, which runs a project function that reaches a network call; `sent`: the signal sent and
+        the receiver that function is."""
         transaction = self.transactions[-1]
         advice = DJANGO_ADVICE if transaction.django else ADVICE
         node = call
+        chain = reached.chain() if sent is None else f"{sent} -> {reached._replace(hops=reached.hops[1:]).chain()}"
         if self.via is not None:
             node, callee = self.via
-            reached = reached._replace(hops=(callee, *reached.hops))
-        message = f"{reached.chain()} inside {transaction.shown}; {advice}"
+            chain = f"{callee}() -> {chain}"
+        message = f"{chain} inside {transaction.shown}; {advice}"
         self.found.append(self.context.finding(node, self.IN_TRANSACTION, message))
 
-    def _report_enqueue(self, enqueue: JobEnqueue, reached: tuple[ast.Call, Reached] | None = None) -> None:
-        """CRL402 for `enqueue`, made here or (`reached`: the call here and its chain) by a project function that
-        call runs."""
+    def _report_enqueue(self, enqueue: JobEnqueue, reached: tuple[ast.Call, str] | None = None) -> None:
+        """CRL402 for `enqueue`, made here or (`reached`: the call here and the chain as shown) by a project
+        function that call runs."""
         transaction = self.transactions[-1]
-        if transaction.django and enqueue.through_django:
-            return  # the job is written in this very transaction
+        if self._deferred(enqueue):
+            return
         node: ast.AST = enqueue.call
         if reached is not None:
-            node, shown = reached[0], reached[1].chain()
+            node, shown = reached
         else:
             shown = enqueue.api
         if self.via is not None:
@@ -465,14 +548,21 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             )
             self.found.append(self.context.finding(node, self.ENQUEUED_IN_TRANSACTION, message))
             return
-        options = [f"{enqueue.on_commit}(...)"] if transaction.django and enqueue.on_commit is not None else []
-        options += ["transaction.on_commit(...)"] if transaction.django else []
+        if transaction.alias is not None:
+            # Celery's *_on_commit forms wait for the default database only.
+            options = [f"transaction.on_commit(..., using={transaction.alias})"]
+        elif transaction.django:
+            options = [f"{enqueue.on_commit}(...)"] if enqueue.on_commit is not None else []
+            options += ["transaction.on_commit(...)"]
+        else:
+            options = []
         options += [enqueue.in_transaction] if enqueue.in_transaction is not None else []
         if options:
             advice = f"use {', '.join(options[:-1])} or {options[-1]}" if len(options) > 1 else f"use {options[0]}"
         else:
             advice = "enqueue it after the transaction commits"
-        message = f"{shown} inside {transaction.shown}; {EARLY}: {advice}"
+        early = self.at_once or (self._waits_for_commit(None) if enqueue.after_default_commit else None) or EARLY
+        message = f"{shown} inside {transaction.shown}; {early}: {advice}"
         self.found.append(self.context.finding(node, self.ENQUEUED_IN_TRANSACTION, message))
 
     def _report(self, found: NetworkCall) -> None:
@@ -489,5 +579,6 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             )
         else:
             node = found.call
-            message = f"{found.api} inside {transaction.shown}; {advice}"
+            reason = f"{self.at_once}; " if self.at_once is not None else ""
+            message = f"{found.api} inside {transaction.shown}; {reason}{advice}"
         self.found.append(self.context.finding(node, self.IN_TRANSACTION, message))

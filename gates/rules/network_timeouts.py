@@ -20,7 +20,9 @@ several sites) is judged once, against the shortest of their timeouts, and each 
 A call inside `async with asyncio.timeout(N):` (or `async_timeout.timeout(N)`), or the awaitable
 `asyncio.wait_for(call, N)` runs (awaited, or handed to `asyncio.run`), in the job or in a function on the way to
 the call, is cancelled after N: its timeout is the shorter of its own and the smallest N of the scopes around it
-(`None` bounds nothing; the arguments of `wait_for` run before it, outside). `asyncio.timeout_at` cancels at a
+(`None` bounds nothing; the arguments of `wait_for` run before it, outside); when the scope is the shorter and
+still longer than the job's, the finding names it (`is bounded by asyncio.wait_for() at app/jobs.py:19 to
+30 s`). `asyncio.timeout_at` cancels at a
 deadline on the loop's clock, which the gate cannot read: a call that fails on its own inside one is CRL204, as
 inside a scope whose delay cannot be read.
 
@@ -236,7 +238,7 @@ class NetworkTimeouts(Rule):
         self, kind: JobKind, timeout: _Timeout, label: str, where: ast.AST, bounds: list[tuple[_Bound, _Place]]
     ) -> Finding | None:
         job = kind.timeout
-        shortest, unreadable = self._shortest_bound(bounds)
+        shortest, unreadable, bounding = self._shortest_bound(bounds)
         if shortest is not None and (job is None or shortest < job):
             return None  # cancelled by its timeout scope in time, whatever its own timeout
         seconds = timeout.seconds
@@ -246,6 +248,22 @@ class NetworkTimeouts(Rule):
         if failing and unreadable is not None:
             # The scope it runs in might cancel it in time: say what cannot be read, not that it fails.
             return self.context.finding(where, self.UNRESOLVED, f"{label} runs inside a timeout scope: {unreadable}")
+        if (
+            shortest is not None
+            and bounding is not None
+            and job is not None
+            and shortest > job
+            and (seconds is None or shortest < seconds)
+        ):
+            # The timeout scope is the effective bound: name it, not the call's own (longer or absent) timeout.
+            # One equal to the job's says no more than the job's does (a Procrastinate job's limit is its scope).
+            own = "no timeout of its own" if seconds is None else f"its own timeout {_shown(seconds)} s"
+            return self.context.finding(
+                where,
+                self.NO_TIMEOUT,
+                f"{label} ({own}) is bounded by {bounding} to {_shown(shortest)} s, not shorter than the "
+                f"{_shown(job)} s timeout of job {kind.name!r}",
+            )
         if seconds is None:
             against = f" (job {kind.name!r} times out after {_shown(job)} s)" if job is not None else ""
             # Of an API named in extend-network the gate reads only a `timeout=`: it may have one it cannot see.
@@ -275,11 +293,15 @@ class NetworkTimeouts(Rule):
         """Where a call on the way to a network call stands, reached through the calls `before`."""
         return _Place(self.values.for_module(hop.module), self.reach.network(hop.module), hop.scope, before)
 
-    def _shortest_bound(self, bounds: list[tuple[_Bound, _Place]]) -> tuple[float | None, Unresolved | None]:
-        """The shortest delay of the timeout scopes (None: none bounds the call), and the first that cannot
-        be read (a deadline, or a delay the gate cannot resolve)."""
+    def _shortest_bound(
+        self, bounds: list[tuple[_Bound, _Place]]
+    ) -> tuple[float | None, Unresolved | None, str | None]:
+        """The shortest delay of the timeout scopes (None: none bounds the call), the first that cannot be read
+        (a deadline, or a delay the gate cannot resolve), and the scope that sets the shortest as messages show
+        it (`asyncio.wait_for() at app/jobs.py:19`)."""
         shortest: float | None = None
         unreadable: Unresolved | None = None
+        bounding: str | None = None
         for bound, place in bounds:
             if bound.delay is None:
                 seconds: float | Unresolved | None = place.values.unresolved(
@@ -289,9 +311,10 @@ class NetworkTimeouts(Rule):
                 seconds = self._seconds(bound.delay, place)
             if isinstance(seconds, Unresolved):
                 unreadable = unreadable or seconds
-            elif seconds is not None:
-                shortest = seconds if shortest is None else min(shortest, seconds)
-        return shortest, unreadable
+            elif seconds is not None and (shortest is None or seconds < shortest):
+                where = f"{place.values.module.relpath}:{bound.node.lineno}"
+                shortest, bounding = seconds, f"{ast.unparse(bound.node.func)}() at {where}"
+        return shortest, unreadable, bounding
 
     def _timeout(self, network: NetworkCall, place: _Place) -> _Timeout | None:
         """The timeout `network` runs under, read at `place`: its own, else its client's, else its library's

@@ -171,7 +171,10 @@ def test_what_cannot_be_counted_is_crl302(project) -> None:
     no_concurrency = SETTINGS.replace("CELERY_WORKER_CONCURRENCY = 8\n", "")
     _, found, (entry,) = check(project, {"shop/settings.py": no_concurrency, "compose.yml": COMPOSE})
     (finding,) = found
-    assert finding.startswith("compose.yml:6:1 CRL302 service celery, deploy.replicas runs celery worker with no")
+    assert finding.startswith(
+        "compose.yml:6:1 CRL302 the celery worker here (service celery, deploy.replicas) has no --concurrency and no "
+        "worker_concurrency"
+    )
     assert "Celery's default is the host's CPU count" in finding
     assert entry["ok"] is None
     substituted = COMPOSE.replace("worker -l info", "worker -l info -c ${CONCURRENCY}")
@@ -229,3 +232,16 @@ def test_an_unreadable_settings_concurrency_matters_only_to_a_worker_that_takes_
     (finding,) = found
     assert finding.startswith("shop/settings.py:9:1 CRL302 worker_concurrency: os.environ.get(")
     assert entry["ok"] is None
+
+
+def test_a_compose_file_that_is_not_yaml_is_crl302_without_a_runtime_too(project) -> None:
+    no_concurrency = SETTINGS.replace("CELERY_WORKER_CONCURRENCY = 8\n", "")
+    broken = "services:\n  celery:\n    command: [celery -A shop worker -c 30\n"
+    _, found, (entry,) = check(project, {"shop/settings.py": no_concurrency, "docker-compose.yml": broken})
+    (finding,) = found
+    assert finding.startswith("docker-compose.yml:") and " CRL302 is not valid YAML" in finding, finding
+    assert entry["ok"] is None
+    fixed = broken.replace("[celery -A shop worker -c 30", "celery -A shop worker -c 30")
+    _, found, (entry,) = check(project, {"shop/settings.py": no_concurrency, "docker-compose.yml": fixed})
+    assert [line.split(" CRL")[1][:3] for line in found] == ["301"]
+    assert "concurrency 30 x processes 1 = 30 > 20" in found[0]

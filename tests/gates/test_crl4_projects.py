@@ -508,3 +508,52 @@ def test_an_enqueue_is_reported_at_the_call_that_reaches_it_with_its_chain(tmp_p
     notify = root / "shop" / "notify.py"
     notify.write_text(notify.read_text().replace("    send_receipt.delay(order.pk)", "    return order"))
     assert [line.split(": CRL")[0] for line in findings(root)] == ["shop/views.py:10:9"]
+
+
+SIGNAL_ENQUEUES = {
+    "pyproject.toml": "[tool.corral]\n",
+    "app/__init__.py": "",
+    "app/signals.py": """
+        import django.dispatch
+        order_paid = django.dispatch.Signal()
+        order_viewed = django.dispatch.Signal()
+        """,
+    "app/tasks.py": """
+        from celery import shared_task
+        @shared_task(time_limit=10)
+        def broadcast(order_id):
+            return order_id
+        """,
+    "app/receivers.py": """
+        from django.dispatch import receiver
+        from app.signals import order_paid, order_viewed
+        from app.tasks import broadcast
+        @receiver(order_paid)
+        def on_paid(sender, **kwargs):
+            broadcast.delay(kwargs["pk"])
+        @receiver(order_viewed)
+        def on_viewed(sender, **kwargs):
+            broadcast.delay_on_commit(kwargs["pk"])
+        """,
+    "app/views.py": """
+        from django.db import transaction
+        from app.signals import order_paid, order_viewed
+        def pay(order):
+            with transaction.atomic():
+                order_paid.send(sender=None, pk=order.pk)
+                order_viewed.send(sender=None, pk=order.pk)
+            order_paid.send(sender=None, pk=order.pk)
+        """,
+}
+
+
+def test_a_job_a_signal_receiver_enqueues_is_reported_at_the_send_with_the_chain(project) -> None:
+    root = project(SIGNAL_ENQUEUES)
+    expected = [
+        "app/views.py:5:9: CRL402 order_paid.send() -> on_paid() (receiver, app/receivers.py:5) -> broadcast.delay "
+        "(app/receivers.py:6) inside transaction.atomic(); the task can run before the commit: use "
+        "broadcast.delay_on_commit(...) or transaction.on_commit(...)",
+    ]
+    assert findings(root, "--no-cache") == expected
+    completed = run_flake8_crl("app/views.py", cwd=root)
+    assert completed.stdout.splitlines() == expected

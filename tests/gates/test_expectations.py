@@ -96,7 +96,7 @@ STRICT = """\
 from rq.decorators import job
 @job("default")  # error[strict]: 2 CRL203 "the rq default is 180 s"
 def crawl(url): ...
-@job("low", timeout=0)  # error: 2 CRL203 "rq: timeout=0 is no limit"
+@job("low", timeout=0)  # error: 2 CRL203 "rq: timeout=0 is an error RQ refuses at enqueue"
 def sweep(url): ...
 """
 
