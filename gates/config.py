@@ -127,7 +127,7 @@ KEYS: dict[str, _Key] = {
     "infra": _Key("infra", _globs, GLOBS),
     "tests": _Key("tests", _globs, GLOBS),
     "extend-spawners": _Key("extend_spawners", _qualified_names, "a list of dotted names like 'gevent.spawn'"),
-    "extend-network": _Key("extend_network", _qualified_names, "a list of dotted names like 'boto3.client'"),
+    "extend-network": _Key("extend_network", _qualified_names, "a list of dotted names like 'stripe.Charge.create'"),
     "strict": _Key("strict", _boolean, "true or false"),
     "max-conns": _Key("max_conns", _positive_int, "a positive integer"),
     "processes": _Key("processes", _positive_int, "a positive integer"),
