@@ -244,6 +244,6 @@ def test_an_extend_network_value_that_is_no_list_of_dotted_names_exits_2(project
     root = project({"pyproject.toml": f"[tool.corral]\nextend-network = {value}\n", "a.py": "x = 1\n"})
     completed = run_corral("check", cwd=root)
     assert completed.returncode == 2, completed.stdout
-    assert "key 'extend-network' must be a list of dotted names like 'boto3.client'" in completed.stderr
+    assert "key 'extend-network' must be a list of dotted names like 'stripe.Charge.create'" in completed.stderr
     assert str(root / "pyproject.toml") in completed.stderr
     assert "Traceback" not in completed.stderr
