@@ -185,7 +185,7 @@ def report_against(
     if applied.accepted:
         accepted = f"{applied.accepted} finding{'s' if applied.accepted != 1 else ''}"
         notes.insert(0, f"corral: {accepted} in the baseline {baseline_file} not shown")
-    return result._replace(findings=applied.new), notes, bool(applied.fixed)
+    return result._replace(findings=applied.new, stale_baseline=len(applied.fixed)), notes, bool(applied.fixed)
 
 
 def baseline_command(paths: list[str], config_file: str | None, output: str | None) -> int:

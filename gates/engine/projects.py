@@ -144,4 +144,5 @@ def combined(results: Sequence[CheckResult]) -> CheckResult:
         reports=reports,
         not_run=tuple(sorted({left_out for result in results for left_out in result.not_run})),
         projects=tuple(results),
+        stale_baseline=sum(result.stale_baseline for result in results),
     )

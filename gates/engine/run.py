@@ -111,6 +111,8 @@ class CheckResult(NamedTuple):
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     # The sources checked from memory (stdin), by relative path: outputs read a finding's line from them.
     sources: Mapping[str, bytes] | None = None
+    # Baseline entries that no longer occur (they fail the run until the baseline is rewritten).
+    stale_baseline: int = 0
     projects: tuple[CheckResult, ...] = ()
     # A project whose settings could not be used: its CRL000 finding is its whole result.
     unusable: bool = False

@@ -33,6 +33,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
 from typing import NamedTuple
@@ -545,8 +546,11 @@ def wrapper_words(root: Path, paths: Sequence[str]) -> frozenset[str]:
     mentioning: set[str] = set()
     parsed: set[str] = set()
     shaped: dict[str, bool] = {}
-    # The definitions of each parsed module that may be wrappers, until one is found to be.
-    pending: list[tuple[ModuleNames, list[ast.AST]]] = []
+    # Each parsed module with the positions (in `_definitions` order) of its definitions that may still be
+    # wrappers and the words they were last checked with. Only that is kept, not the module: a project of
+    # thousands of wrapper-shaped modules is parsed a module at a time (a module is read again, from the
+    # parse memo or its file, only when a word found later appears in its bytes).
+    pending: list[_PendingModule] = []
     fresh: set[str] | None = None  # the words the last round found (None: the first round)
     while fresh is None or fresh:
         # A file already read is read again for the new words only; one that now names a candidate, for all.
@@ -572,18 +576,39 @@ def wrapper_words(root: Path, paths: Sequence[str]) -> frozenset[str]:
             openers = frozenset(asked if known else [*OPENERS, *asked])
             if shape or _returns_opener(data, openers):
                 parsed.add(relpath)
-                module = project.file(relpath)
-                if module is not None:
-                    pending.append((module.names, list(_definitions(module.tree))))
+                pending.append(_PendingModule(relpath, data))
         # What a parsed module defines may open a transaction through a candidate found since.
-        for names, definitions in pending:
-            for definition in list(definitions):
-                if _may_wrap(definition, names, words | found):
-                    definitions.remove(definition)
+        for entry in pending:
+            since = (words | found) - entry.checked_with if entry.checked_with is not None else words | found
+            if entry.checked_with is not None and (not since or not _mentions(entry.data, sorted(since))):
+                entry.checked_with = words | found
+                continue
+            module = project.file(entry.relpath)
+            entry.checked_with = words | found
+            if module is None:
+                continue
+            definitions = list(_definitions(module.tree))
+            if entry.remaining is None:
+                entry.remaining = list(range(len(definitions)))
+            for position in list(entry.remaining):
+                definition = definitions[position]
+                if _may_wrap(definition, module.names, words | found):
+                    entry.remaining.remove(position)
                     found.add(getattr(definition, "name", ""))
         fresh = found - words
         words |= fresh
     return frozenset(words)
+
+
+@dataclass
+class _PendingModule:
+    """A module the pre-pass parsed: its bytes, the positions of its definitions not yet found to be
+    wrappers, and the words they were last checked with (None: not checked yet)."""
+
+    relpath: str
+    data: bytes
+    remaining: list[int] | None = None  # None: every definition (not parsed yet)
+    checked_with: set[str] | None = None
 
 
 def own_wrapper_words(module: ModuleInfo, words: frozenset[str], data: bytes) -> set[str]:

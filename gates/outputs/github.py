@@ -4,7 +4,7 @@ relative to the git top level, where GitHub looks for it whatever folder the gat
 from __future__ import annotations
 
 from corral.gates.engine.run import CheckResult
-from corral.gates.outputs.shared import located, repository_top, summary
+from corral.gates.outputs.shared import located, repository_top, stale_baseline, summary
 
 
 def _escape_data(text: str) -> str:
@@ -23,4 +23,7 @@ def render_github(result: CheckResult) -> str:
         for place in located(result, repository_top(result))
         for f in (place.finding,)
     ]
+    stale = stale_baseline(result)
+    if stale:  # fails the run: it must not read as a clean one on the pull request
+        lines.append(f"::error title=corral baseline::{_escape_data(stale)}")
     return "\n".join([*lines, summary(result)]) + "\n"

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from corral.gates.engine.run import CheckResult
-from corral.gates.outputs.shared import Located, code_table, located, repository_top
+from corral.gates.outputs.shared import Located, code_table, located, repository_top, stale_baseline
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 
@@ -64,4 +64,5 @@ def render_markdown(result: CheckResult) -> str:
         findings=findings,
         rules=rules,
         not_run=result.not_run,
+        stale_baseline=stale_baseline(result),
     )

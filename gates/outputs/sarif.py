@@ -28,7 +28,7 @@ from corral.gates.outputs.rule_docs import (
     docs_url,
     documented_codes,
 )
-from corral.gates.outputs.shared import Located, code_table, located_fingerprinted, repository_top
+from corral.gates.outputs.shared import Located, code_table, located_fingerprinted, repository_top, stale_baseline
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 # The key of the fingerprint in `partialFingerprints`; its version changes when the fingerprint does.
@@ -112,6 +112,13 @@ def render_sarif(result: CheckResult) -> str:
     invocation: dict[str, Any] = {"executionSuccessful": not unusable}
     if unusable:
         invocation["toolExecutionNotifications"] = [_notification(message) for message in unusable]
+    stale = stale_baseline(result)
+    if stale:
+        # The run fails (exit 1) with no result to show: say why where code scanning reads the run.
+        invocation["exitCode"] = 1
+        invocation.setdefault("toolExecutionNotifications", []).append(
+            {"level": "error", "message": {"text": stale}, "descriptor": {"id": "baseline"}}
+        )
     run: dict[str, Any] = {
         "tool": {"driver": _driver([_rule(code, summary, documented.get(code)) for code, summary in rules.items()])},
         "invocations": [invocation],

@@ -94,10 +94,24 @@ def summary(result: CheckResult) -> str:
     checked = f"{plural(result.files, 'file')} checked"
     if result.not_run:
         checked += f"; not run: {', '.join(result.not_run)}"
+    stale = stale_baseline(result)
     if not result.findings:
+        if stale:
+            return f"No new findings, but {stale} ({checked})."
         return f"All checks passed ({checked})."
     files = len({place.absolute for place in located(result)})
-    return f"Found {plural(len(result.findings), 'finding')} in {plural(files, 'file')} ({checked})."
+    found = f"Found {plural(len(result.findings), 'finding')} in {plural(files, 'file')}"
+    return f"{found}; {stale} ({checked})." if stale else f"{found} ({checked})."
+
+
+def stale_baseline(result: CheckResult) -> str:
+    """What fails a run beside its findings, in words ('' when nothing): baseline entries that no longer
+    occur, which the baseline must drop (`corral baseline`) before the run passes."""
+    count = result.stale_baseline
+    if not count:
+        return ""
+    entries = "entry of the baseline no longer occurs" if count == 1 else "entries of the baseline no longer occur"
+    return f"{count} {entries}: rewrite it with corral baseline"
 
 
 def code_table(result: CheckResult) -> dict[str, str]:

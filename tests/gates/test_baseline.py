@@ -70,8 +70,18 @@ def test_a_fixed_entry_fails_until_the_baseline_is_rewritten(project) -> None:
     (root / "app.py").write_text("def start():\n    print()\n")
     fixed = run_corral("check", "--baseline", "corral-baseline.json", cwd=root)
     assert fixed.returncode == 1
-    assert "All checks passed" in fixed.stdout
+    # The run fails: no report may read as a clean run (the entry itself is named on stderr).
+    stale = "1 entry of the baseline no longer occurs: rewrite it with corral baseline"
+    assert fixed.stdout.splitlines()[-1] == f"No new findings, but {stale} (2 files checked)."
     assert "fixed: app.py CRL101 'threading.Thread(target=print).start()'" in fixed.stderr
+    reports = ("--format", "github", "--format", "markdown", "-o", "summary.md", "--format", "sarif", "-o", "x.sarif")
+    every = run_corral("check", "--baseline", "corral-baseline.json", *reports, cwd=root)
+    assert every.returncode == 1
+    assert f"::error title=corral baseline::{stale}" in every.stdout.splitlines()
+    assert "**No new findings**, but" in (root / "summary.md").read_text()
+    (invocation,) = json.loads((root / "x.sarif").read_text())["runs"][0]["invocations"]
+    assert invocation["exitCode"] == 1
+    assert [note["message"]["text"] for note in invocation["toolExecutionNotifications"]] == [stale]
     assert "re-running corral baseline" in fixed.stderr
     # Checking only another file cannot tell whether the entry still occurs: it is not reported there.
     assert run_corral("check", "other.py", "--baseline", "corral-baseline.json", cwd=root).returncode == 0

@@ -309,6 +309,28 @@ def test_the_pre_pass_names_the_wrappers_and_their_reexports() -> None:
     assert words.isdisjoint({"no_transaction", "NotTx", "logged", "notify_partner", "pay"})
 
 
+def test_the_pre_pass_finds_the_same_wrappers_when_no_parsed_module_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The parse memos keep a bounded amount of source; the pre-pass keeps no module between its rounds and
+    # reads one again when a word found later appears in it. With memos that keep nothing it must still
+    # find every wrapper (outer_block wraps atomic_block: a second round).
+    expected = wrapper_words(PROJECTS / "wrappers", modules.project_files(PROJECTS / "wrappers"))
+    modules.forget()
+    monkeypatch.setattr(modules, "_PARSED", modules._BoundedMemo(1))
+    monkeypatch.setattr(modules, "_BY_TEXT", modules._BoundedMemo(1))
+    assert wrapper_words(PROJECTS / "wrappers", modules.project_files(PROJECTS / "wrappers")) == expected
+
+
+def test_the_parse_memo_keeps_the_most_recent_entries_within_its_bound() -> None:
+    memo: modules._BoundedMemo[str, int] = modules._BoundedMemo(10)
+    memo.put("a", 1, 4)
+    memo.put("b", 2, 4)
+    assert memo.get("a") == 1  # now the most recent
+    memo.put("c", 3, 4)  # 12 > 10: the least recently used goes
+    assert (memo.get("a"), memo.get("b"), memo.get("c")) == (1, None, 3)
+    memo.put("huge", 4, 100)  # alone over the bound: still kept, the newest
+    assert memo.get("huge") == 4 and memo.get("a") is None
+
+
 @pytest.mark.parametrize(
     "returned",
     [
