@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -67,3 +68,12 @@ def project(tmp_path: Path) -> Callable[[dict[str, str]], Path]:
         return tmp_path
 
     return make
+
+
+def copy_project(source: Path, target: Path) -> None:
+    """A fixture project (tests/fixtures/crl*_projects/NAME) copied to `target` as a project of its own, its
+    root marked by a `pyproject.toml` with `[tool.corral]`. The marker is written here, not kept in the
+    repository: there the fixtures are files of corral's own project, judged by its settings as the tests
+    they are, so that `corral check .` at the top passes."""
+    shutil.copytree(source, target)
+    (target / "pyproject.toml").write_text("[tool.corral]\n")

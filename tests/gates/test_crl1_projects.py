@@ -3,10 +3,9 @@ they are used, and the infra helpers that stay the escape."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-from conftest import run_corral
+from conftest import copy_project, run_corral
 from expectations import FIXTURES
 
 ORIGIN = "(threading.Thread re-exported by app/infra/compat.py:4)"
@@ -14,7 +13,7 @@ ORIGIN = "(threading.Thread re-exported by app/infra/compat.py:4)"
 
 def test_reexported_spawners_are_reported_at_each_use_with_their_origin(tmp_path: Path) -> None:
     root = tmp_path / "reexports"
-    shutil.copytree(FIXTURES / "crl1_projects" / "reexports", root)
+    copy_project(FIXTURES / "crl1_projects" / "reexports", root)
     completed = run_corral("check", cwd=root)
     assert completed.returncode == 1
     found = [line.split(" outside infra")[0] for line in completed.stdout.splitlines()[:-1]]

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_corral, run_flake8_crl
+from conftest import copy_project, run_corral, run_flake8_crl
 from expectations import FIXTURES
 
 HELPERS = FIXTURES / "crl2_projects" / "helpers"
@@ -58,7 +57,7 @@ EXPECTED = [
 @pytest.fixture
 def helpers(tmp_path: Path) -> Path:
     target = tmp_path / "helpers"
-    shutil.copytree(HELPERS, target)
+    copy_project(HELPERS, target)
     return target
 
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_corral
+from conftest import copy_project, run_corral
 from expectations import FIXTURES
 
 PROJECTS = FIXTURES / "crl2_projects"
@@ -17,7 +16,7 @@ PROJECTS = FIXTURES / "crl2_projects"
 def copy(tmp_path: Path):
     def make(name: str) -> Path:
         target = tmp_path / name
-        shutil.copytree(PROJECTS / name, target)
+        copy_project(PROJECTS / name, target)
         return target
 
     return make

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
 import pytest
-from conftest import run_corral, run_flake8_crl
+from conftest import copy_project, run_corral, run_flake8_crl
 from corral.gates.analysis import modules
 from corral.gates.analysis.project import may_bind_function, may_bind_value
 from corral.gates.engine import cache
@@ -22,7 +21,7 @@ ADVICE = "inside transaction.atomic(); make the call after commit (transaction.o
 @pytest.fixture
 def shop(tmp_path: Path) -> Path:
     target = tmp_path / "shop"
-    shutil.copytree(PROJECTS / "shop", target)
+    copy_project(PROJECTS / "shop", target)
     return target
 
 
@@ -130,7 +129,7 @@ def test_methods_of_project_classes_are_followed_across_modules(tmp_path: Path) 
     """Instances constructed, annotated, held as attributes or at module level, base classes in another
     module, partials: each finding names its chain; the calls of `stays_clean` are not findings."""
     root = tmp_path / "clients"
-    shutil.copytree(CLIENTS, root)
+    copy_project(CLIENTS, root)
     assert findings(root, "--no-cache") == [
         f"app/views.py:17:9: CRL401 Mailer.send() -> {SENDER} {ADVICE}",
         f"app/views.py:22:9: CRL401 Mailer.send() -> {SENDER} {ADVICE}",
@@ -148,7 +147,7 @@ def test_flake8_follows_project_classes_and_enqueues_as_the_command_does(
     tmp_path: Path, name: str, checked: str
 ) -> None:
     root = tmp_path / name
-    shutil.copytree(PROJECTS / name, root)
+    copy_project(PROJECTS / name, root)
     completed = run_flake8_crl(checked, cwd=root)
     assert completed.returncode == 1, completed.stderr
     assert completed.stdout.splitlines() == findings(root, "--no-cache")
@@ -156,7 +155,7 @@ def test_flake8_follows_project_classes_and_enqueues_as_the_command_does(
 
 def test_a_cached_result_follows_the_base_class_it_inherited_from(tmp_path: Path) -> None:
     root = tmp_path / "clients"
-    shutil.copytree(CLIENTS, root)
+    copy_project(CLIENTS, root)
     reached = [line.split(" CRL401 ")[1].split(" inside ")[0] for line in findings(root)]
     assert reached.count("Mailer.send() -> Sender.connect() -> smtplib.SMTP (app/base.py:11)") == 3
     assert len(reached) == 7
@@ -215,7 +214,7 @@ def test_a_helper_walked_once_for_several_files_is_a_dependency_of_each(project)
 @pytest.fixture
 def wrappers(tmp_path: Path) -> Path:
     target = tmp_path / "wrappers"
-    shutil.copytree(PROJECTS / "wrappers", target)
+    copy_project(PROJECTS / "wrappers", target)
     return target
 
 
@@ -370,7 +369,7 @@ def test_a_decorator_is_found_however_its_return_is_spelled(project, returned: s
 @pytest.fixture
 def signals(tmp_path: Path) -> Path:
     target = tmp_path / "signals"
-    shutil.copytree(PROJECTS / "signals", target)
+    copy_project(PROJECTS / "signals", target)
     return target
 
 
@@ -515,7 +514,7 @@ EARLY = "the task can run before the commit: use send_receipt.delay_on_commit(..
 
 def test_an_enqueue_is_reported_at_the_call_that_reaches_it_with_its_chain(tmp_path: Path) -> None:
     root = tmp_path / "enqueues"
-    shutil.copytree(ENQUEUES, root)
+    copy_project(ENQUEUES, root)
     delay = "send_receipt.delay (shop/notify.py:5)"
     assert findings(root, "--no-cache") == [
         f"shop/views.py:10:9: CRL402 send_receipt.delay inside transaction.atomic(); {EARLY}",
