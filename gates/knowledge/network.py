@@ -27,7 +27,9 @@ Clients held as attributes are known the same way, through the class of the meth
 or an annotation `self.http: httpx.Client = ...`), or its body binds or annotates one (a class attribute
 `http = requests.Session()`, a dataclass or attrs field `http: httpx.Client`). Only the class's own body
 and methods count: an attribute a base class assigns, or one of an object other than `self`/`cls`, is not
-tracked here (`corral.gates.analysis.project` follows calls to project classes' methods instead).
+tracked here (`corral.gates.analysis.project` follows calls to project classes' methods instead). A client
+another project module binds at module level is found by `knowledge.network_reach` (`HeldElsewhere`), through
+`client_method_call`.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from collections.abc import Iterator
 from functools import cached_property
 from typing import NamedTuple
 
+from corral.gates.analysis.modules import ModuleInfo
 from corral.gates.analysis.names import AttributeSite, ModuleNames, Scope, arguments_of, lookup_in
 from corral.gates.analysis.scoped import scoped_nodes
 from corral.gates.source.prefilter import RELATIVE_IMPORT, WORD, Lines, Source, starts_word
@@ -60,14 +63,34 @@ class ClientKind(NamedTuple):
     every_method: bool = False
 
 
+class HeldElsewhere(NamedTuple):
+    """A client another project module binds at module level (`sess = requests.Session()` in
+    `app/clients.py`): its dotted name, that module, and the call constructing it (None: only annotated)."""
+
+    dotted: str
+    module: ModuleInfo
+    construction: ast.Call | None
+
+    def shown(self) -> str:
+        line = self.construction.lineno if self.construction is not None else 1
+        return f"client {self.dotted} built at {self.module.relpath}:{line}"
+
+
 class NetworkCall(NamedTuple):
     """One call that talks to the network. `api` is the dotted name shown to users (`requests.post`,
-    `httpx.AsyncClient.get`); `timeout` is the expression given as its timeout (keyword or positional), if any."""
+    `httpx.AsyncClient.get`); `timeout` is the expression given as its timeout (keyword or positional), if any;
+    `held`: the client of another module the call is made through, if it is one."""
 
     library: str
     api: str
     call: ast.Call
     timeout: ast.expr | None
+    held: HeldElsewhere | None = None
+
+    @property
+    def shown(self) -> str:
+        """The API as a message names it: with the module-level client of another module it goes through."""
+        return self.api if self.held is None else f"{self.api} ({self.held.shown()})"
 
 
 _VERBS = ("get", "post", "put", "patch", "delete", "head", "options", "request")
@@ -351,9 +374,7 @@ class NetworkCalls:
             if through is not None:
                 return through
         if isinstance(func, ast.Attribute):
-            for kind in self.client_kinds(func.value, scope):
-                if kind.every_method or func.attr in kind.methods:
-                    return NetworkCall(kind.library, f"{kind.name}.{func.attr}", call, _timeout(call, None))
+            return client_method_call(call, self.client_kinds(func.value, scope))
         return None
 
     def _partial_of_api(self, name: str, scope: Scope, call: ast.Call) -> NetworkCall | None:
@@ -475,6 +496,24 @@ class NetworkCalls:
                 if kind is not None:
                     return kind
         return None
+
+
+def client_method_call(
+    call: ast.Call, kinds: list[ClientKind], held: HeldElsewhere | None = None
+) -> NetworkCall | None:
+    """`call` (`<client>.<method>(...)`) as a network call when its method talks to the network on a client of
+    one of `kinds`; `held`: the module-level client of another module it is called on."""
+    assert isinstance(call.func, ast.Attribute)
+    method = call.func.attr
+    for kind in kinds:
+        if kind.every_method or method in kind.methods:
+            return NetworkCall(kind.library, f"{kind.name}.{method}", call, _timeout(call, None), held)
+    return None
+
+
+# Every method name some client kind makes a network call with: a call by any other name needs no look at the
+# module its receiver comes from.
+CLIENT_METHODS = frozenset(method for kind in CLIENTS.values() for method in kind.methods)
 
 
 def _first(found: tuple[int, _HeldClient]) -> int:

@@ -1,7 +1,8 @@
 """Which network calls running a project function makes now, and through which chains of calls.
 
 `NetworkReach.uses(callee)` walks the function's body as it runs when called: the network calls
-`network.py` classifies, and the project functions it calls (`analysis/project.py` says which), followed
+`network.py` classifies (`classify`: with those made through a module-level client of another project
+module, `held_call`, which reads that module only when the method is a client's network method), and the project functions it calls (`analysis/project.py` says which), followed
 transitively with cycles cut. What runs later is not walked: functions and lambdas defined in the body but
 not called there, callables handed on (`transaction.on_commit(send)`, `functools.partial(...)`), code
 behind `if TYPE_CHECKING:`, a coroutine or generator a call makes but does not run (`analysis/runs_now.py`),
@@ -23,12 +24,19 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from corral.gates.analysis.modules import Dependency, ModuleInfo, ProjectModules, run_memo
-from corral.gates.analysis.names import Scope
-from corral.gates.analysis.project import Callee, Function, ProjectFunctions
+from corral.gates.analysis.modules import MAX_REEXPORTS, Dependency, ModuleInfo, ProjectModules, run_memo
+from corral.gates.analysis.names import Scope, lookup_in
+from corral.gates.analysis.project import Callee, Function, ProjectFunctions, may_bind_value
 from corral.gates.analysis.scoped import ScopedVisitor
 from corral.gates.analysis.values import StaticValues
-from corral.gates.knowledge.network import NetworkCall, NetworkCalls
+from corral.gates.knowledge.network import (
+    CLIENT_METHODS,
+    ClientKind,
+    HeldElsewhere,
+    NetworkCall,
+    NetworkCalls,
+    client_method_call,
+)
 
 if TYPE_CHECKING:
     from corral.gates.analysis.context import FileContext
@@ -112,7 +120,7 @@ class NetworkUse(NamedTuple):
     def reached(self, callee: Callee) -> Reached:
         """The use as a chain from `callee`, the function it was asked about."""
         hops = (callee.shown, *(hop.callee.shown for hop in self.path))
-        return Reached(hops, self.network.api, self.module.relpath, self.network.call.lineno)
+        return Reached(hops, self.network.shown, self.module.relpath, self.network.call.lineno)
 
 
 class NetworkReach:
@@ -177,6 +185,45 @@ class NetworkReach:
             known = self._networks[module] = NetworkCalls(module.tree, module.names, self.configured)
         return known
 
+    def classify(self, call: ast.Call, scope: Scope, module: ModuleInfo) -> NetworkCall | None:
+        """The network call `call` is, met in `scope` of `module`: one `module` itself can tell, else one made
+        through a module-level client of another project module (`held_call`)."""
+        found = self.network(module).classify(call, scope)
+        return found if found is not None else self.held_call(call, scope, module)
+
+    def held_call(self, call: ast.Call, scope: Scope, module: ModuleInfo) -> NetworkCall | None:
+        """`sess.post(url)` with `from app.clients import sess` (or `clients.sess.post(url)`), where that module
+        binds `sess` to a client at module level: the client's network call. Only a method some client makes
+        network calls with sends the gate to the receiver's module, read only when its bytes may bind the name."""
+        func = call.func
+        if not isinstance(func, ast.Attribute) or (func.attr not in CLIENT_METHODS and not self.configured):
+            return None
+        dotted = module.names.resolve(func.value, scope)
+        held = self._held_client(dotted) if dotted is not None else None
+        return None if held is None else client_method_call(call, *held)
+
+    def _held_client(self, dotted: str, depth: int = 0) -> tuple[list[ClientKind], HeldElsewhere] | None:
+        """The kinds of client the project module-level name `dotted` is bound to (through re-exports), and
+        where; None when it is no client, or no project module binds it."""
+        owner, _, name = dotted.rpartition(".")
+        project = self.functions.project
+        data = project.source(owner) if owner else None
+        if data is None or not may_bind_value(data, name):
+            return None
+        module = project.module(owner)
+        if module is None:
+            return None
+        root = module.names.root
+        target = root.lookup(name)
+        if target is not None:
+            # Re-exported (`from app.clients import sess` in `app/__init__.py`): the module it comes from binds it.
+            return self._held_client(target, depth + 1) if depth < MAX_REEXPORTS else None
+        network = self.network(module)
+        kinds = lookup_in(network.clients, name, root)
+        if not kinds:
+            return None
+        return kinds, HeldElsewhere(dotted, module, network.construction(name, root))
+
     def walk(self, callee: Callee) -> tuple[_Uses, set[Function]]:
         """What `callee` reaches, and the functions whose walk was cut short because they were being walked
         already (a cycle): an answer that depended on a cut is kept only once the cycle's head is done."""
@@ -226,7 +273,6 @@ class _Body(ScopedVisitor):
         super().__init__(module.names)
         self.reach = reach
         self.module = module
-        self.network = reach.network(module)
         self.uses = _Uses([], [])
         self.cut: set[Function] = set()
 
@@ -252,7 +298,7 @@ class _Body(ScopedVisitor):
         network, jobs = self.uses
         # An enqueue is the job's, not a network call (a broker client named in extend-network, say).
         enqueue = self.reach.enqueue_of(node, self.scope, self.module, self.reach.functions)
-        found = self.network.classify(node, self.scope) if enqueue is None else None
+        found = self.reach.classify(node, self.scope, self.module) if enqueue is None else None
         if enqueue is not None:
             jobs.append(JobUse((), enqueue, self.module))
         elif found is not None:

@@ -32,7 +32,9 @@ same `with` are inside it. The project's own wrappers of them are scopes too whe
 (`corral.gates.knowledge.transaction_scopes` says which): a `@contextmanager` whose every `yield` is inside
 one, a class whose `__enter__` enters one, a decorator that runs its function inside one; the message
 names the wrapper and where it opens the transaction. Network calls are what
-`corral.gates.knowledge.network` classifies.
+`corral.gates.knowledge.network` classifies, also through a client another project module binds at module
+level (`from app.clients import session` or `import app.clients as c`, then `session.post(...)`,
+`c.session.post(...)`, re-exports included): the message names the client and where it is built.
 
 Calls made inside a scope are followed to the bodies they run: functions and lambdas defined in the same
 enclosing function, module-level functions of the same module, functions imported from other project
@@ -377,7 +379,9 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             # An enqueue is CRL402's, even when it is also a network call (a broker client in extend-network).
             module = StaticValues.of(self.context).module
             enqueue = enqueue_of(node, self.scope, module, self.reach.functions)
-            found = self.network.classify(node, self.scope) if enqueue is None else None
+            found = None
+            if enqueue is None:
+                found = self.network.classify(node, self.scope) or self.reach.held_call(node, self.scope, module)
             if enqueue is not None:
                 self._report_enqueue(enqueue)
             elif found is not None:
@@ -570,15 +574,15 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         advice = DJANGO_ADVICE if transaction.django else ADVICE
         if self.via is not None:
             node, callee = self.via
-            message = f"{callee}() calls {found.api} inside {transaction.shown}; {advice}"
+            message = f"{callee}() calls {found.shown} inside {transaction.shown}; {advice}"
         elif found.call in self.eager:
             node = found.call
             message = (
-                f"{found.api} runs now, inside {transaction.shown}, not after commit; "
+                f"{found.shown} runs now, inside {transaction.shown}, not after commit; "
                 "pass on_commit a callable (lambda: ... or functools.partial(...))"
             )
         else:
             node = found.call
             reason = f"{self.at_once}; " if self.at_once is not None else ""
-            message = f"{found.api} inside {transaction.shown}; {reason}{advice}"
+            message = f"{found.shown} inside {transaction.shown}; {reason}{advice}"
         self.found.append(self.context.finding(node, self.IN_TRANSACTION, message))

@@ -2,10 +2,11 @@
 
 The calls and clients come from `corral.gates.knowledge.network` (shared with CRL4); the job kinds and their
 timeouts from `corral.gates.frameworks`. A call judged here: its own `timeout=` if given, else its client's
-(constructed in the job's function, at module level, or, for a client held as `self.<name>`, in the class:
-`self.http = httpx.Client(timeout=5)` in `__init__`), else the library's default. A client built in the job is
-reported once, at its construction; one built at module level at each call the job makes through it, naming
-where it was built. A client known only by an annotation (a parameter, a dataclass field `http: httpx.Client`)
+(constructed in the job's function, at module level, at module level of another project module the client is
+imported from (`from app.clients import http`, `clients.http.get(...)`), or, for a client held as
+`self.<name>`, in the class: `self.http = httpx.Client(timeout=5)` in `__init__`), else the library's default.
+A client built in the job is reported once, at its construction; one built at module level (of this module or
+another) at each call the job makes through it, naming where it was built. A client known only by an annotation (a parameter, a dataclass field `http: httpx.Client`)
 is not judged by its timeout, which the gate cannot see; its calls' own `timeout=` still is. `requests`,
 `urllib`, `urllib3`, `socket`, `http.client` and `smtplib` have none (the global socket default, unset by
 default); httpx defaults to 5 s; aiohttp to a total of 300 s. An API named in `extend-network` (and a client one
@@ -62,7 +63,15 @@ from corral.gates.findings import Finding
 from corral.gates.frameworks import call_enqueues, enqueue_of, job_kinds
 from corral.gates.frameworks.base import JobKind, keyword
 from corral.gates.frameworks.walk import ASYNC_TIMEOUTS, WAIT_FOR
-from corral.gates.knowledge.network import CALLS, CLIENTS, CONFIGURED, DJANGO_MAIL, NetworkCall, NetworkCalls
+from corral.gates.knowledge.network import (
+    CALLS,
+    CLIENTS,
+    CONFIGURED,
+    DJANGO_MAIL,
+    HeldElsewhere,
+    NetworkCall,
+    NetworkCalls,
+)
 from corral.gates.knowledge.network_reach import Hop, NetworkReach
 from corral.gates.rules.base import Rule
 from corral.gates.rules.job_timeouts import might_declare_jobs
@@ -163,7 +172,7 @@ class NetworkTimeouts(Rule):
             scope = self.context.names.scope_of(kind.function)
             here = _Place(self.values, self.calls, scope, ())
             for call in _calls_in(kind.function, self.context.names, scope):
-                network = self.calls.classify(call, scope)
+                network = self.calls.classify(call, scope) or self.reach.held_call(call, scope, self.values.module)
                 if network is not None:
                     yield from self._judge_direct(kind, network, here)
                 else:
@@ -330,14 +339,18 @@ class NetworkTimeouts(Rule):
             and network.api not in place.network.configured
             and network.library not in SESSIONS_WITHOUT_TIMEOUT
         )
+        if network.held is not None:
+            # A client another module builds: judged at each call through it, its arguments read there.
+            label = network.shown
         if expression is None and client_method and isinstance(func, ast.Attribute):
             # A client's method without its own timeout runs under the client's.
-            constructed = self._construction(func.value, place)
+            constructed = self._held_construction(network.held) or self._construction(func.value, place)
             if constructed is None:
                 return None  # a client not known by construction: nothing to judge it by
             client, at = constructed
-            where, label = client, ast.unparse(client.func)
-            module_level = at.scope is at.values.module.names.root and place.scope is not at.scope
+            if network.held is None:
+                where, label = client, ast.unparse(client.func)
+                module_level = at.scope is at.values.module.names.root and place.scope is not at.scope
             expression = _client_timeout(client, network.library)
         if network.library == DJANGO_MAIL and (expression is None or _is_none(expression)):
             made = where if isinstance(where, ast.Call) else network.call
@@ -405,6 +418,13 @@ class NetworkTimeouts(Rule):
             ((seconds, at),) = found.items()
             return seconds, f"{EMAIL_TIMEOUT} at {at}"
         return None, f"{EMAIL_TIMEOUT} unset"
+
+    def _held_construction(self, held: HeldElsewhere | None) -> tuple[ast.Call, _Place] | None:
+        """The call that built a module-level client of another module, read at that module's top level."""
+        if held is None or held.construction is None:
+            return None
+        values = self.values.for_module(held.module)
+        return held.construction, _Place(values, self.reach.network(held.module), held.module.names.root, ())
 
     def _construction(self, node: ast.expr, place: _Place) -> tuple[ast.Call, _Place] | None:
         """The call that built the client `node` names, and where its arguments are read."""

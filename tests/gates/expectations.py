@@ -179,13 +179,18 @@ def example_source(example: str) -> str:
 
 
 def rule_fixture_folders() -> list[Path]:
-    """The fixture folders whose files mark expected findings with `# error:` comments."""
+    """The fixture folders whose files mark expected findings with `# error:` comments. The fixture projects
+    (`crl*_projects/NAME`) are not among them: each is checked as a project of its own, rooted at its folder."""
     return sorted(
         folder
         for folder in FIXTURES.iterdir()
         if folder.is_dir()
+        and not folder.name.endswith(PROJECTS_SUFFIX)
         and any(read_expectations(file.read_text("utf-8", "replace")) for file in folder.rglob("*.py"))
     )
+
+
+PROJECTS_SUFFIX = "_projects"
 
 
 def assert_matches(findings: Iterable[Finding], expected: Iterable[Expected], where: object = "") -> None:

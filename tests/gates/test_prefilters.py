@@ -68,6 +68,7 @@ PROJECTS = [
     FIXTURES_ROOT / "crl4_projects" / "wrappers",
     FIXTURES_ROOT / "crl4_projects" / "signals",
     FIXTURES_ROOT / "crl4_projects" / "enqueues",
+    FIXTURES_ROOT / "crl4_projects" / "held_clients",
 ]
 PROJECT_FILES = [(root, path) for root in PROJECTS for path in sorted(root.rglob("*.py"))]
 

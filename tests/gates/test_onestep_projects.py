@@ -1,0 +1,51 @@
+"""Fixture projects of the calls one step away (issue 12): each file marks the findings it expects with
+`# error: COL CODE "message fragment"`, checked through the real command on the project copied whole, and
+through flake8 one file at a time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import copy_project, run_corral
+from corral.gates.findings import Finding
+from expectations import FIXTURES, assert_matches, read_expectations
+from test_flake8_plugin import corral_findings, flake8_findings
+
+PROJECTS = [
+    FIXTURES / "crl4_projects" / "held_clients",
+]
+
+
+@pytest.fixture(params=PROJECTS, ids=lambda root: root.name)
+def checked(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, Path]:
+    """The fixture project and its copy, rooted as a project of its own."""
+    target = tmp_path / request.param.name
+    copy_project(request.param, target)
+    return request.param, target
+
+
+def test_the_command_reports_what_each_file_expects(checked: tuple[Path, Path]) -> None:
+    fixture, root = checked
+    completed = run_corral("check", "--no-cache", "--format", "json", cwd=root)
+    assert completed.returncode in (0, 1), completed.stdout + completed.stderr
+    reported = [
+        Finding(*(finding[field] for field in ("path", "line", "col", "code", "message")))
+        for finding in json.loads(completed.stdout)["findings"]
+    ]
+    relpaths = set()
+    for file in sorted(fixture.rglob("*.py")):
+        relpath = file.relative_to(fixture).as_posix()
+        relpaths.add(relpath)
+        expected = read_expectations(file.read_text()).findings()
+        assert_matches([finding for finding in reported if finding.path == relpath], expected, relpath)
+    assert {finding.path for finding in reported} <= relpaths
+
+
+def test_flake8_one_file_at_a_time_reports_what_the_command_does(checked: tuple[Path, Path]) -> None:
+    _, root = checked
+    one_by_one = set()
+    for file in sorted(root.rglob("*.py")):
+        one_by_one |= flake8_findings(file.relative_to(root).as_posix(), cwd=root)
+    assert one_by_one == corral_findings(cwd=root)
