@@ -1,16 +1,17 @@
 """Which network calls running a project function makes now, and through which chains of calls.
 
-`NetworkReach.uses(callee)` walks the function's body as it runs when called: the network calls
-`network.py` classifies (`classify`: with those made through a module-level client of another project
-module, `held_call`, which reads that module only when the method is a client's network method), and the project functions it calls (`analysis/project.py` says which), followed
-transitively with cycles cut. What runs later is not walked: functions and lambdas defined in the body but
-not called there, callables handed on (`transaction.on_commit(send)`, `functools.partial(...)`), code
-behind `if TYPE_CHECKING:`, a coroutine or generator a call makes but does not run (`analysis/runs_now.py`),
-and a project function whose call enqueues a job instead (a Huey task: `runs` asks the `enqueues` the rules
-pass in, since the frameworks sit above this layer). The answer is every network call found, in source
-order, each with the calls that lead to it (and where they stand, so a rule can read the arguments they
-pass); `of(callee)` is the first of them, as a chain to show. Both CRL401 (any network call inside a
-transaction) and CRL210 (each network call's timeout inside a job) read this one walk.
+`NetworkReach.uses(callee)` walks the function's body as it runs when called: the network calls `network.py`
+classifies (`classify`: with those made through a module-level client of another project module, `held_call`,
+which reads that module only when the method is a client's network method), and the project functions it calls
+(`analysis/project.py` says which), followed transitively with cycles cut. What runs later is not walked:
+functions and lambdas defined in the body but not called there, callables handed on
+(`transaction.on_commit(send)`, `functools.partial(...)`), code behind `if TYPE_CHECKING:`, a coroutine or
+generator a call makes but does not run (`analysis/runs_now.py`), and a project function whose call enqueues a
+job instead (a Huey task: `runs` asks the `enqueues` the rules pass in, since the frameworks sit above this
+layer). The answer is every network call found, in source order, each with the calls that lead to it (and
+where they stand, so a rule can read the arguments they pass); `of(callee)` is the first of them, as a chain
+to show. Both CRL401 (any network call inside a transaction) and CRL210 (each network call's timeout inside a
+job) read this one walk.
 
 The same walk collects the jobs the body enqueues (`enqueued(callee)`, for CRL402): the calls the rules'
 `enqueue_of` recognises (the frameworks know them: `send_receipt.delay()`, `queue.enqueue(fn)`, a Huey

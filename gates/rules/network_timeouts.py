@@ -6,16 +6,17 @@ timeouts from `corral.gates.frameworks`. A call judged here: its own `timeout=` 
 imported from (`from app.clients import http`, `clients.http.get(...)`), or, for a client held as
 `self.<name>`, in the class: `self.http = httpx.Client(timeout=5)` in `__init__`), else the library's default.
 A client built in the job is reported once, at its construction; one built at module level (of this module or
-another) at each call the job makes through it, naming where it was built. A client known only by an annotation (a parameter, a dataclass field `http: httpx.Client`)
-is not judged by its timeout, which the gate cannot see; its calls' own `timeout=` still is. `requests`,
-`urllib`, `urllib3`, `socket`, `http.client` and `smtplib` have none (the global socket default, unset by
-default); httpx defaults to 5 s; aiohttp to a total of 300 s. An API named in `extend-network` (and a client one
-returns) has only its `timeout=` keyword: without one, it has no timeout the gate can read. Django mail
-(`send_mail`, `EmailMessage(...).send()`, `get_connection().send_messages`) runs under its connection's
-`timeout=` (`connection=get_connection(timeout=5)`), else `EMAIL_TIMEOUT`, read from the module-level assignment
-in the project's settings modules (none: Django's default, no timeout; settings that disagree, or a value or a
-`connection=` the gate cannot read: CRL204). Without a timeout, or with one not shorter than the job's, it is a
-finding; a timeout the gate cannot read is CRL204. A function several kinds run (enqueued or registered from
+another) at each call the job makes through it, naming where it was built. A client known only by an
+annotation (a parameter, a dataclass field `http: httpx.Client`) is not judged by its timeout, which the gate
+cannot see; its calls' own `timeout=` still is. `requests`, `urllib`, `urllib3`, `socket`, `http.client` and
+`smtplib` have none (the global socket default, unset by default); httpx defaults to 5 s; aiohttp to a total
+of 300 s. An API named in `extend-network` (and a client one returns) has only its `timeout=` keyword: without
+one, it has no timeout the gate can read. Django mail (`send_mail`, `EmailMessage(...).send()`,
+`get_connection().send_messages`) runs under its connection's `timeout=`
+(`connection=get_connection(timeout=5)`), else `EMAIL_TIMEOUT`, read from the module-level assignment in the
+project's settings modules (none: Django's default, no timeout; settings that disagree, or a value or a
+`connection=` the gate cannot read: CRL204). Without a timeout, or with one not shorter than the job's, it is
+a finding; a timeout the gate cannot read is CRL204. A function several kinds run (enqueued or registered from
 several sites) is judged once, against the shortest of their timeouts, and each finding names that kind.
 
 A call inside `async with asyncio.timeout(N):` (or `async_timeout.timeout(N)`), or the awaitable
