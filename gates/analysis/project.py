@@ -26,9 +26,13 @@ it stay candidates.
 
 A name bound several ways stands for every binding when each is known (`m = Mailer() if a else Sms()`
 follows both); one unknown binding (an unannotated parameter, a value the gate cannot read, a `for`
-target) makes the name unknown, and a name bound to a `def` and to anything else is unknown too. Nothing
-is guessed: an object of unknown type, a method found on no project class, a `@property`, a function's
-return value, `super()`, `getattr` and anything registered at run time have no callees. Neither has an
+target) makes the name unknown, and a name bound to a `def` and to anything else is unknown too. A method
+called on `super()` (written in a method of a project class, or `super(Class, self)` naming one) is looked
+up in the classes after that class in its method resolution order; as for `self`, the instance is taken to
+be of that class, not of a subclass overriding the method further. `Base.method(self, ...)` is a function of
+the class, followed as such. Nothing is guessed: an object of unknown type, a method found on no project
+class (`super().save()` reaching a framework's base), a `@property`, a function's return value, `getattr`
+and anything registered at run time have no callees. Neither has an
 attribute of a class's attribute (`Order.objects.filter()`): the commonest call in a Django transaction,
 it would cost the parse of every model's module for a manager whose methods are the framework's.
 
@@ -58,6 +62,7 @@ Function = ast.FunctionDef | ast.AsyncFunctionDef
 MAX_BASES = 8
 MAX_DEPTH = 24
 PARTIALS = frozenset({"functools.partial"})
+SUPER = "builtins.super"
 # Bases that define none of a project class's methods or attributes.
 NEUTRAL_BASES = frozenset(
     {"builtins.object", "abc.ABC"}
@@ -136,7 +141,15 @@ class _Module:
     module: ModuleInfo
 
 
-_Value = _Function | _Class | _Instance | _Partial | _Module
+@dataclass(frozen=True)
+class _Super:
+    """`super()` in a method of the class `after` (or `super(after, ...)`): its members are what the classes
+    after `after` in the method resolution order of `after` bind."""
+
+    after: ClassRef
+
+
+_Value = _Function | _Class | _Instance | _Partial | _Module | _Super
 # What an expression may stand for (each possibility), or None when the gate cannot tell.
 _Values = tuple[_Value, ...] | None
 # What an answer is memoised by: a dotted name, or a name in the scope that binds it.
@@ -300,8 +313,11 @@ class ProjectFunctions:
         return None
 
     def _made(self, call: ast.Call, scope: Scope, module: ModuleInfo) -> _Values:
-        """What a call returns, when the gate knows: an instance of the class called, or a partial."""
-        if module.names.resolve(call.func, scope) in PARTIALS:
+        """What a call returns, when the gate knows: an instance of the class called, a partial, or `super()`."""
+        made = module.names.resolve(call.func, scope)
+        if made == SUPER:
+            return self._super(call, scope, module)
+        if made in PARTIALS:
             if not call.args or isinstance(call.args[0], ast.Starred):
                 return None
             wrapped = self._expression(call.args[0], scope, module)
@@ -310,6 +326,19 @@ class ProjectFunctions:
         if called is None or not called or not all(isinstance(value, _Class) for value in called):
             return None
         return tuple(_Instance(value.ref) for value in called if isinstance(value, _Class))
+
+    def _super(self, call: ast.Call, scope: Scope, module: ModuleInfo) -> _Values:
+        """`super()` written in a method of a project class, or `super(Class, ...)` naming one: the class whose
+        bases it looks members up in. The instance is taken to be of that class itself, as for `self`."""
+        if not call.args and not call.keywords:
+            own = self._method_class(scope, module) if scope.instance is not None else None
+            return None if own is None else (_Super(own[0]),)
+        if len(call.args) != 2 or call.keywords:
+            return None
+        named = self._expression(call.args[0], scope, module)
+        if named is None or len(named) != 1 or not isinstance(named[0], _Class):
+            return None
+        return (_Super(named[0].ref),)
 
     def _annotation(self, node: ast.expr, scope: Scope, module: ModuleInfo) -> _Values:
         """The instances an annotation says a value is (`Mailer`, `Optional[Mailer]`, `Mailer | None`,
@@ -527,12 +556,12 @@ class ProjectFunctions:
             return self._class_member(owner.ref, name)
         if isinstance(owner, _Instance):
             return self._instance_member(owner.ref, name)
+        if isinstance(owner, _Super):
+            return self._base_member(owner.after, name)
         return None
 
-    def _class_member(self, ref: ClassRef, name: str) -> _Values:
-        """`Class.name`: what the first class in the method resolution order that binds it binds it to."""
-        if self._binds(ref, name):
-            return self._own_member(ref, name)  # the bases (and their modules) need not be read
+    def _base_member(self, ref: ClassRef, name: str) -> _Values:
+        """What the first class after `ref` in its method resolution order that binds `name` binds it to."""
         order = self._order(ref)
         if order is None:
             return None
@@ -542,6 +571,12 @@ class ProjectFunctions:
             if self._binds(entry, name):
                 return self._own_member(entry, name)
         return None
+
+    def _class_member(self, ref: ClassRef, name: str) -> _Values:
+        """`Class.name`: what the first class in the method resolution order that binds it binds it to."""
+        if self._binds(ref, name):
+            return self._own_member(ref, name)  # the bases (and their modules) need not be read
+        return self._base_member(ref, name)
 
     @staticmethod
     def _binds(ref: ClassRef, name: str) -> bool:
