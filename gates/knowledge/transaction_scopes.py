@@ -4,6 +4,11 @@ names those wrappers for the prefilter.
 An API opens one when used as a context manager (or decorator): Django's `transaction.atomic` (however
 imported), and `.begin()`, `.begin_nested()`, `.transaction()` or `.atomic()` on any object.
 
+A name or `self.<attribute>` entered as a `with` item opens the transaction of the calls it holds when every
+binding of it is one that opens a transaction (`tx = transaction.atomic()`, module-level or local; `self.tx`
+assigned only such calls by the class's methods or body); `held_opener_names` tells the rule which lines
+outside a transaction may use one.
+
 A project wrapper is a transaction scope where it is used (`TransactionScopes.opened_by`):
 
 - a function decorated with `contextlib.contextmanager`/`asynccontextmanager` whose every `yield` stands
@@ -94,6 +99,11 @@ class TransactionScopes:
         self, expression: ast.expr, scope: Scope, module: ModuleInfo, *, decorator: bool
     ) -> Transaction | None:
         """The transaction `expression` opens as a `with` item (or, with `decorator`, as a decorator)."""
+        if not decorator and isinstance(expression, (ast.Name, ast.Attribute)):
+            # What a name or `self.<attribute>` is known to hold decides, before what its spelling suggests.
+            held = self._held(expression, scope, module)
+            if held is not None:
+                return held
         opened = direct_opener(expression, scope, module, decorator=decorator)
         if opened is not None:
             return opened
@@ -121,6 +131,23 @@ class TransactionScopes:
                 if inner is not None:
                     return _via(shown, inner, decorator=True)
         return None
+
+    def _held(self, expression: ast.Name | ast.Attribute, scope: Scope, module: ModuleInfo) -> Transaction | None:
+        """`with tx:` where `tx = transaction.atomic()` (module-level or local), or `with self.tx:` where the
+        class assigns `self.tx` (or binds `tx` in its body) only such calls: the transaction the value opens, when
+        every binding of it is a call that opens one."""
+        values = _held_values(expression, scope, module)
+        if not values:
+            return None
+        found: Transaction | None = None
+        for value, at in values:
+            opened = self.opened_by(value, at, module, decorator=False)
+            if opened is None:
+                return None
+            found = found or opened._replace(
+                shown=f"{ast.unparse(expression)} ({module.relpath}:{value.lineno}: {opened.shown})"
+            )
+        return found
 
     def methods_opened_by(self, cls: ast.ClassDef, scope: Scope, module: ModuleInfo) -> dict[str, Transaction]:
         """The methods of `cls` its `@method_decorator(<opener>, name="<method>")` decorators run inside a
@@ -493,6 +520,69 @@ def _binds(node: ast.AST, name: str) -> bool:
 def _only_classes(sites: list[ast.AST], module: ModuleInfo) -> list[tuple[ast.ClassDef, ModuleInfo]]:
     classes = [(site, module) for site in sites if isinstance(site, ast.ClassDef)]
     return classes if classes and len(classes) == len(sites) else []
+
+
+def _held_values(
+    expression: ast.Name | ast.Attribute, scope: Scope, module: ModuleInfo
+) -> list[tuple[ast.Call, Scope]]:
+    """Every call the name or `self.<attribute>` may hold, each with the scope it is read in; empty when one
+    of its bindings is anything but a call of it alone (unpacked, a parameter, an import, a conditional value)."""
+    if isinstance(expression, ast.Name):
+        binder = scope.binder(expression.id)
+        if binder is None:
+            return []
+        sites = module.live_sites(expression.id) if binder is module.names.root else binder.sites_of(expression.id)
+        return _assigned_calls(sites, expression.id, binder)
+    instance = scope.instance
+    if instance is None or not _is_attribute_of(expression, instance[0], None) or len(scope.sites_of(instance[0])) > 1:
+        return []
+    body = instance[1]
+    assigned = module.names.instance_attributes(body).get(expression.attr, [])
+    if any(not isinstance(site.value, ast.Call) for site in assigned):
+        return []
+    values = [(site.value, site.scope) for site in assigned if isinstance(site.value, ast.Call)]
+    in_body = body.sites_of(expression.attr)
+    if not in_body:
+        return values
+    held = _assigned_calls(in_body, expression.attr, body)
+    return [*values, *held] if held else []
+
+
+def _assigned_calls(sites: list[ast.AST], name: str, scope: Scope) -> list[tuple[ast.Call, Scope]]:
+    """The calls `sites` assign to `name`, read in `scope`; empty unless every site is `name = <call>`."""
+    calls = [
+        (site.value, scope)
+        for site in sites
+        if isinstance(site, ast.Assign)
+        and isinstance(site.value, ast.Call)
+        and len(site.targets) == 1
+        and isinstance(site.targets[0], ast.Name)
+        and site.targets[0].id == name
+    ]
+    return calls if calls and len(calls) == len(sites) else []
+
+
+def held_opener_names(text: str, lines: list[int], words: frozenset[str]) -> set[str]:
+    """The names and attributes `text` assigns on its `lines` that mention `words` (an opener's call, a
+    wrapper's): `with tx:` / `with self.tx:` may open a transaction where they are used. A superset."""
+    split = text.splitlines()
+    found: set[str] = set()
+    for number in lines:
+        assigned = _ASSIGNED.match(split[number - 1]) if number <= len(split) else None
+        if assigned is not None and _innermost_word(assigned.group(2)) in words:
+            found.add(assigned.group(1))
+    return found
+
+
+# `name = ...` or `self.name = ...` (an annotation allowed), then what is assigned.
+_ASSIGNED = re.compile(r"\s*(?:[A-Za-z_]\w*\s*\.\s*)?([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)\s*(.*)")
+_CALLED_WORD = re.compile(r"([A-Za-z_]\w*)\s*\(")
+
+
+def _innermost_word(assigned: str) -> str | None:
+    """The name called first on a line's assigned value (`atomic` of `transaction.atomic(using="x")`)."""
+    called = _CALLED_WORD.search(assigned)
+    return called.group(1) if called is not None else None
 
 
 def _is_attribute_of(target: ast.expr, instance: str | None, attribute: str | None) -> bool:

@@ -22,18 +22,20 @@ same literal, or the same expression text) run at once: CRL402 (CRL401 for a net
 (`atomic(using=using)` in `def uow(using="default")`) is whatever each use passes: not followed, taken as the
 default database.
 
-Transaction scopes: the body of a `with`/`async with` whose item is Django's `transaction.atomic(...)`
-(however imported) or a `.begin()`, `.begin_nested()`, `.transaction()` or `.atomic()` on any object
-(SQLAlchemy sessions, engines and connections, psycopg 3, asyncpg, peewee), and the body of a function
-decorated with one of those (`@transaction.atomic`, `@db.atomic()`, Django's `@method_decorator(transaction.atomic)`,
-a list of decorators holding it included; on a class, `@method_decorator(transaction.atomic, name="dispatch")`
-makes the method it names one). Items after the opening one in the
-same `with` are inside it. The project's own wrappers of them are scopes too where they are used
-(`corral.gates.knowledge.transaction_scopes` says which): a `@contextmanager` whose every `yield` is inside
-one, a class whose `__enter__` enters one, a decorator that runs its function inside one; the message
-names the wrapper and where it opens the transaction. Network calls are what
-`corral.gates.knowledge.network` classifies, also through a client another project module binds at module
-level (`from app.clients import session` or `import app.clients as c`, then `session.post(...)`,
+Transaction scopes: the body of a `with`/`async with` whose item is Django's `transaction.atomic(...)` (however
+imported) or a `.begin()`, `.begin_nested()`, `.transaction()` or `.atomic()` on any object (SQLAlchemy
+sessions, engines and connections, psycopg 3, asyncpg, peewee), and the body of a function decorated with one of
+those (`@transaction.atomic`, `@db.atomic()`, Django's `@method_decorator(transaction.atomic)`, a list of
+decorators holding it included; on a class, `@method_decorator(transaction.atomic, name="dispatch")` makes the
+method it names one), and a `with` of a name or `self.<attribute>` every binding of which is such a call (`tx =
+transaction.atomic()` at module level or in the function, then `with tx:`; `self.tx = ...` in the class's
+methods or `tx = ...` in its body, then `with self.tx:`; one imported from another module is not followed).
+Items after the opening one in the same `with` are inside it. The project's own wrappers of them are scopes too
+where they are used (`corral.gates.knowledge.transaction_scopes` says which): a `@contextmanager` whose every
+`yield` is inside one, a class whose `__enter__` enters one, a decorator that runs its function inside one; the
+message names the wrapper and where it opens the transaction. Network calls are what
+`corral.gates.knowledge.network` classifies, also through a client another project module binds at module level
+(`from app.clients import session` or `import app.clients as c`, then `session.post(...)`,
 `c.session.post(...)`, re-exports included): the message names the client and where it is built.
 
 Calls made inside a scope are followed to the bodies they run: functions and lambdas defined in the same
@@ -90,6 +92,7 @@ from corral.gates.knowledge.transaction_scopes import (
     WRAPPER_WORDS,
     Transaction,
     TransactionScopes,
+    held_opener_names,
     own_wrapper_words,
     wrapper_pattern,
 )
@@ -245,6 +248,11 @@ class NetworkInTransaction(Rule, ScopedVisitor):
             if target == DJANGO_ATOMIC or target.rpartition(".")[2] in wrappers
         )
         self.outside_lines = lines_mentioning(context.text, words)
+        # `tx = transaction.atomic()` then `with tx:`: the names an opener is assigned to open one too.
+        held = held_opener_names(context.text, self.outside_lines, frozenset(words)) - words
+        if held:
+            words.update(held)
+            self.outside_lines = lines_mentioning(context.text, words)
         ScopedVisitor.__init__(self, names, self.outside_lines)
         self.transactions: list[Transaction] = []
         # The methods of the class being visited its decorators run inside a transaction, by name.

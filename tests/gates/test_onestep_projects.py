@@ -16,6 +16,7 @@ from test_flake8_plugin import corral_findings, flake8_findings
 PROJECTS = [
     FIXTURES / "crl4_projects" / "held_clients",
     FIXTURES / "crl4_projects" / "super_calls",
+    FIXTURES / "crl4_projects" / "atomic_objects",
 ]
 
 

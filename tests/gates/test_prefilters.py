@@ -70,6 +70,7 @@ PROJECTS = [
     FIXTURES_ROOT / "crl4_projects" / "enqueues",
     FIXTURES_ROOT / "crl4_projects" / "held_clients",
     FIXTURES_ROOT / "crl4_projects" / "super_calls",
+    FIXTURES_ROOT / "crl4_projects" / "atomic_objects",
 ]
 PROJECT_FILES = [(root, path) for root in PROJECTS for path in sorted(root.rglob("*.py"))]
 
