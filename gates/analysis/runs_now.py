@@ -11,6 +11,11 @@ the only one of `min`/`max`, `yield from`) or entered as a `with` item (a `@cont
 to its `yield`). An async generator runs where it is an `async for` iterable (or an `async` comprehension's)
 or an `async with` item (`@asynccontextmanager`). A coroutine or generator bound to a name and consumed
 later, or handed to `asyncio.create_task` (CRL1's business), is not run by the call: `runs_body` says False.
+
+A function object handed to a builtin that calls it is called there too (`applied_callables`): `sorted`'s,
+`min`'s and `max`'s `key=` at once; `map`'s and `filter`'s function where the map or filter is iterated, as a
+generator is (`list(map(task.delay, ids))`, `for x in filter(check, xs)`). One bound to a name and iterated
+later, or returned, is not called there.
 """
 
 from __future__ import annotations
@@ -84,6 +89,33 @@ def runs_body(call: ast.Call, function: Function, scope: Scope, module: ModuleIn
     return builtin is None or (
         isinstance(builtin.func, ast.Name) and scope.lookup(builtin.func.id) == f"builtins.{builtin.func.id}"
     )
+
+
+def applied_callables(call: ast.Call, scope: Scope, module: ModuleInfo) -> list[ast.expr]:
+    """The function objects `call` (met in `scope` of `module`) calls where it stands: `sorted`'s, `min`'s and
+    `max`'s `key=`, and `map`'s or `filter`'s function when that map or filter is iterated there."""
+    func = call.func
+    if not isinstance(func, ast.Name) or func.id not in _APPLYING or scope.lookup(func.id) != f"builtins.{func.id}":
+        return []
+    if func.id in _KEYED:
+        return [keyword.value for keyword in call.keywords if keyword.arg == "key"]
+    if len(call.args) < 2 or any(isinstance(argument, ast.Starred) for argument in call.args[:1]):
+        return []
+    iterated = _drivers(module).iterated.get(call)
+    if iterated is None or iterated[0]:
+        return []
+    builtin = iterated[1]
+    if builtin is not None and not (
+        isinstance(builtin.func, ast.Name) and scope.lookup(builtin.func.id) == f"builtins.{builtin.func.id}"
+    ):
+        return []
+    function = call.args[0]
+    return [] if isinstance(function, ast.Constant) else [function]
+
+
+# Builtins that call a function they are given: with it as `key=`, at once; as their first argument, lazily.
+_KEYED = frozenset({"sorted", "min", "max"})
+_APPLYING = frozenset({*_KEYED, "map", "filter"})
 
 
 def _run_by_consumer(call: ast.Call, drivers: _Drivers, scope: Scope, module: ModuleInfo) -> bool:

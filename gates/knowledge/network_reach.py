@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from corral.gates.analysis.modules import MAX_REEXPORTS, Dependency, ModuleInfo, ProjectModules, run_memo
 from corral.gates.analysis.names import Scope, lookup_in
 from corral.gates.analysis.project import Callee, Function, ProjectFunctions, may_bind_value
+from corral.gates.analysis.runs_now import applied_callables
 from corral.gates.analysis.scoped import ScopedVisitor
 from corral.gates.analysis.values import StaticValues
 from corral.gates.knowledge.network import (
@@ -311,5 +312,13 @@ class _Body(ScopedVisitor):
                 hop = Hop(node, self.scope, self.module, callee)
                 network.extend(use._replace(path=(hop, *use.path)) for use in uses.network[: MAX_USES - len(network)])
                 jobs.extend(use._replace(path=(hop, *use.path)) for use in uses.jobs[: MAX_USES - len(jobs)])
+        # A function handed to `map` and iterated, or a `key=`, is called here (`list(map(task.delay, ids))`).
+        for applied in applied_callables(node, self.scope, self.module):
+            self.visit_Call(called_in_place(applied))
         # The arguments run too (`requests.post(url, data=payload())`).
         self.generic_visit(node)
+
+
+def called_in_place(function: ast.expr) -> ast.Call:
+    """A call of the function object `function`, where it stands, as a builtin it is handed to calls it."""
+    return ast.copy_location(ast.Call(func=function, args=[], keywords=[]), function)

@@ -39,28 +39,29 @@ message names the wrapper and where it opens the transaction. Network calls are 
 `c.session.post(...)`, re-exports included): the message names the client and where it is built.
 
 Calls made inside a scope are followed to the bodies they run: functions and lambdas defined in the same
-enclosing function, module-level functions of the same module, functions imported from other project
-modules (re-exports included), methods of project classes (inherited ones too) called on `self`/`cls`, on
-the class, or on an instance the gate can type (constructed or annotated in scope, held as an attribute the
-class assigns or annotates, a module-level instance), a class's `__init__` when it is called, and a
-`functools.partial` of any of these, transitively with cycles cut (`corral.gates.analysis.project` says
-which calls, `corral.gates.knowledge.network_reach` walks them). The finding is at the call and names the
-chain (`Mailer.send() -> smtplib.SMTP (app/mail.py:14)`). A project Django signal sent inside a scope
-(`order_paid.send(...)`, `send_robust`) is followed to the receivers connected to it anywhere in the
-project (`corral.gates.knowledge.signals`), for the network calls (CRL401) and the enqueues (CRL402) they
-make, each reported once at the send with the receiver in the chain; Django's own signals (`post_save`, sent
-by the ORM) are not.
-Calls through objects of unknown type are not followed,
-and a transaction opened without a `with` (`session.begin()` as a statement, autobegin, ATOMIC_REQUESTS) is
-not seen. Functions and lambdas defined but not called, and callables handed on
-(`transaction.on_commit(lambda: ...)`), run later: not inside. So does a body the call does not run
-(`corral.gates.analysis.runs_now`): an `async def` called without being awaited, gathered by an awaited
+enclosing function, module-level functions of the same module, functions imported from other project modules
+(re-exports included), methods of project classes (inherited ones too) called on `self`/`cls`, on the class, or
+on an instance the gate can type (constructed or annotated in scope, held as an attribute the class assigns or
+annotates, a module-level instance), a class's `__init__` when it is called, and a `functools.partial` of any of
+these, transitively with cycles cut (`corral.gates.analysis.project` says which calls,
+`corral.gates.knowledge.network_reach` walks them). The finding is at the call and names the chain
+(`Mailer.send() -> smtplib.SMTP (app/mail.py:14)`). A project Django signal sent inside a scope
+(`order_paid.send(...)`, `send_robust`) is followed to the receivers connected to it anywhere in the project
+(`corral.gates.knowledge.signals`), for the network calls (CRL401) and the enqueues (CRL402) they make, each
+reported once at the send with the receiver in the chain; Django's own signals (`post_save`, sent by the ORM)
+are not. A function object handed to `map` or `filter` that is iterated there (`list(map(task.delay, ids))`, a
+`for` over it), or to `sorted`/`min`/`max` as `key=`, is called there: reported at it (`analysis/runs_now.py`,
+`applied_callables`); handed to anything else (`on_commit`, a thread, a list of callbacks) it runs later. Calls
+through objects of unknown type are not followed, and a transaction opened without a `with` (`session.begin()`
+as a statement, autobegin, ATOMIC_REQUESTS) is not seen. Functions and lambdas defined but not called, and
+callables handed on (`transaction.on_commit(lambda: ...)`), run later: not inside. So does a body the call does
+not run (`corral.gates.analysis.runs_now`): an `async def` called without being awaited, gathered by an awaited
 `asyncio.gather`/`wait_for`/`shield` or run by `asyncio.run` (a coroutine built inside and gathered after
 commit); a generator function whose call is not iterated there (a `for`, a comprehension, `list(...)`,
-`next(...)`, `yield from`) or entered as a `with` item (a `@contextmanager` helper entered inside is
-followed); a Huey task, whose call enqueues it (a Celery task, Dramatiq actor or RQ `@job` function called
-directly runs its body: followed). Of a module-level name two unconditional top-level `def`s/`class`es (or
-an import then one) bind, the last is followed; bindings under `if`/`try` after it are each followed.
+`next(...)`, `yield from`) or entered as a `with` item (a `@contextmanager` helper entered inside is followed);
+a Huey task, whose call enqueues it (a Celery task, Dramatiq actor or RQ `@job` function called directly runs
+its body: followed). Of a module-level name two unconditional top-level `def`s/`class`es (or an import then one)
+bind, the last is followed; bindings under `if`/`try` after it are each followed.
 
 The prefilter admits a file that names an opener, or one of the names the project pre-pass gives its
 wrappers (`transaction_scopes.wrapper_words`, a dependency of every file it rules out).
@@ -76,14 +77,14 @@ from typing import ClassVar
 from corral.gates.analysis.context import FileContext
 from corral.gates.analysis.modules import ProjectModules
 from corral.gates.analysis.names import Scope, lookup_in
-from corral.gates.analysis.runs_now import runs_body
+from corral.gates.analysis.runs_now import applied_callables, runs_body
 from corral.gates.analysis.scoped import ScopedVisitor, lines_mentioning
 from corral.gates.analysis.values import StaticValues
 from corral.gates.config import Config
 from corral.gates.findings import Finding
 from corral.gates.frameworks import call_enqueues, enqueue_of
 from corral.gates.knowledge.network import NetworkCall, NetworkCalls
-from corral.gates.knowledge.network_reach import JobEnqueue, NetworkReach, Reached
+from corral.gates.knowledge.network_reach import JobEnqueue, NetworkReach, Reached, called_in_place
 from corral.gates.knowledge.signals import ProjectSignals
 from corral.gates.knowledge.transaction_scopes import (
     DJANGO_ATOMIC,
@@ -400,6 +401,9 @@ class NetworkInTransaction(Rule, ScopedVisitor):
                 self._run_at_once(node)
             elif not self._follow_signal(node):
                 self._follow(node)
+            # A function handed to `map` and iterated here, or a `key=`, is called here.
+            for applied in applied_callables(node, self.scope, module):
+                self.visit_Call(called_in_place(applied))
         self.generic_visit(node)
 
     def _follow(self, call: ast.Call) -> None:

@@ -28,6 +28,9 @@ still longer than the job's, the finding names it (`is bounded by asyncio.wait_f
 deadline on the loop's clock, which the gate cannot read: a call that fails on its own inside one is CRL204, as
 inside a scope whose delay cannot be read.
 
+A function object handed to `map`/`filter` and iterated in the job's body, or to `sorted`/`min`/`max` as
+`key=` (`list(map(requests.get, urls))`), is a call there, judged as one.
+
 A call in the job's body that runs project functions (`corral.gates.analysis.project` says which) is
 judged by every network call they make, transitively, with cycles cut (`corral.gates.knowledge.network_reach`
 walks them): each as if written there, read in the callee's module and scope, against this job's timeout.
@@ -57,6 +60,7 @@ from corral.gates.analysis.context import FileContext
 from corral.gates.analysis.modules import ModuleInfo
 from corral.gates.analysis.names import ModuleNames, Scope, is_type_checking_test
 from corral.gates.analysis.project import Callee
+from corral.gates.analysis.runs_now import applied_callables
 from corral.gates.analysis.scoped import scoped_parts
 from corral.gates.analysis.values import Located, StaticValues, Unresolved
 from corral.gates.config import Config
@@ -73,7 +77,7 @@ from corral.gates.knowledge.network import (
     NetworkCall,
     NetworkCalls,
 )
-from corral.gates.knowledge.network_reach import Hop, NetworkReach
+from corral.gates.knowledge.network_reach import Hop, NetworkReach, called_in_place
 from corral.gates.rules.base import Rule
 from corral.gates.rules.job_timeouts import might_declare_jobs
 from corral.gates.source.prefilter import Source
@@ -172,12 +176,15 @@ class NetworkTimeouts(Rule):
                 continue
             scope = self.context.names.scope_of(kind.function)
             here = _Place(self.values, self.calls, scope, ())
-            for call in _calls_in(kind.function, self.context.names, scope):
-                network = self.calls.classify(call, scope) or self.reach.held_call(call, scope, self.values.module)
-                if network is not None:
-                    yield from self._judge_direct(kind, network, here)
-                else:
-                    yield from self._judge_followed(kind, call, scope)
+            for written in _calls_in(kind.function, self.context.names, scope):
+                # A function handed to `map` and iterated here, or a `key=`, is called here too.
+                applied = applied_callables(written, scope, self.values.module)
+                for call in (written, *(called_in_place(function) for function in applied)):
+                    network = self.calls.classify(call, scope) or self.reach.held_call(call, scope, self.values.module)
+                    if network is not None:
+                        yield from self._judge_direct(kind, network, here)
+                    else:
+                        yield from self._judge_followed(kind, call, scope)
 
     def _judge_direct(self, kind: JobKind, network: NetworkCall, here: _Place) -> Iterator[Finding]:
         timeout = self._timeout(network, here)

@@ -17,6 +17,7 @@ PROJECTS = [
     FIXTURES / "crl4_projects" / "held_clients",
     FIXTURES / "crl4_projects" / "super_calls",
     FIXTURES / "crl4_projects" / "atomic_objects",
+    FIXTURES / "crl4_projects" / "consumed_callables",
 ]
 
 
