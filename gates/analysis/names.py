@@ -519,6 +519,19 @@ class ModuleNames:
                 scope.bind(node.rest, LOCAL, site)
 
 
+def parameter_default(arguments: ast.arguments, name: str) -> ast.expr | None:
+    """The default value of the parameter `name` of a function's `arguments`, None when it has none."""
+    positional = [*arguments.posonlyargs, *arguments.args]
+    names = [parameter.arg for parameter in positional]
+    if name in names:
+        index = names.index(name) - (len(positional) - len(arguments.defaults))
+        return arguments.defaults[index] if index >= 0 else None
+    for parameter, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True):
+        if parameter.arg == name:
+            return default
+    return None
+
+
 def arguments_of(arguments: ast.arguments) -> Iterator[ast.arg]:
     yield from arguments.posonlyargs
     yield from arguments.args

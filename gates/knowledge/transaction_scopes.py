@@ -21,6 +21,10 @@ A project wrapper is a transaction scope where it is used (`TransactionScopes.op
   function (`transaction.atomic(func)`) or a function defined in it that calls the decorated function
   only inside a transaction scope; `@d(...)` when `d` returns such a decorator.
 
+A wrapper that passes its own parameter on as the database alias (`atomic(using=using)`) opens the
+transaction on the alias each use passes (`Transaction.alias_parameter`, bound by `_alias_passed`), else on
+the parameter's default.
+
 Wrappers are found through the calls `corral.gates.analysis.project` resolves (same module, imported,
 re-exported) and classes looked up the same way; every module read is a dependency of the checked file.
 A wrapper that also yields, calls or returns outside a transaction is not one (the body may then run
@@ -44,7 +48,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from corral.gates.analysis.modules import MAX_REEXPORTS, ModuleInfo, ProjectModules
-from corral.gates.analysis.names import LOCAL, ModuleNames, Scope, is_type_checking_test
+from corral.gates.analysis.names import LOCAL, ModuleNames, Scope, is_type_checking_test, parameter_default
 from corral.gates.analysis.project import Callee, Function, ProjectFunctions
 from corral.gates.config import DEFAULT_MAX_FILE_SIZE
 from corral.gates.source.parsing import Uncheckable, read_source
@@ -83,6 +87,8 @@ class Transaction(NamedTuple):
     shown: str
     django: bool
     alias: str | None = None
+    # The parameter of the wrapper being judged that the alias is (`atomic(using=using)`), read at each use.
+    alias_parameter: str | None = None
 
 
 class TransactionScopes:
@@ -117,7 +123,7 @@ class TransactionScopes:
                 if inner is None and decorator:
                     inner = self._remembered((callee.function, "factory"), partial(self._decorator_factory, callee))
                 if inner is not None:
-                    return _via(shown, inner, decorator=decorator)
+                    return _via(shown, _alias_passed(inner, expression, callee, scope), decorator=decorator)
             if not decorator:
                 for cls, defined_in in self._classes(expression.func, scope, module):
                     inner = self._remembered(cls, partial(self._entered, cls, defined_in))
@@ -403,26 +409,62 @@ def direct_opener(expression: ast.expr, scope: Scope, module: ModuleInfo, *, dec
     shown = ast.unparse(target)
     if isinstance(expression, ast.Call):
         shown += "(...)" if expression.args or expression.keywords else "()"
-    alias = _alias(expression, scope) if django else None
-    return Transaction(f"@{shown}" if decorator else shown, django, alias)
-
-
-def _alias(expression: ast.expr, scope: Scope) -> str | None:
-    """The database alias Django's `atomic(...)` is given as written, None for the default connection (no alias,
-    `"default"`, `None`) and for a parameter of the function it is written in: a wrapper's `using` parameter
-    is whatever each use passes, which is not followed."""
-    if not isinstance(expression, ast.Call):
-        return None
+    shown = f"@{shown}" if decorator else shown
+    if not django or not isinstance(expression, ast.Call):
+        return Transaction(shown, django)
     using = next((keyword.value for keyword in expression.keywords if keyword.arg == "using"), None)
     if using is None and expression.args and not isinstance(expression.args[0], ast.Lambda):
         using = expression.args[0]
+    parameter = _parameter(using, scope)
+    if parameter is not None:
+        return Transaction(shown, django, None, parameter)
+    return Transaction(shown, django, _alias(using))
+
+
+def _alias(using: ast.expr | None) -> str | None:
+    """The database alias Django's `atomic(...)` is given, as written; None for the default connection (no
+    alias, `"default"`, `None`)."""
     if using is None or (isinstance(using, ast.Constant) and using.value in ("default", None)):
         return None
-    if isinstance(using, ast.Name):
-        binder = scope.binder(using.id)
-        if binder is not None and any(isinstance(site, ast.arg) for site in binder.sites_of(using.id)):
-            return None
     return ast.unparse(using)
+
+
+def _parameter(using: ast.expr | None, scope: Scope) -> str | None:
+    """The parameter of a function around `scope` the alias `using` is (`atomic(using=using)` in a wrapper), or
+    None: whatever each use of the wrapper passes."""
+    if not isinstance(using, ast.Name):
+        return None
+    binder = scope.binder(using.id)
+    if binder is not None and any(isinstance(site, ast.arg) for site in binder.sites_of(using.id)):
+        return using.id
+    return None
+
+
+def _alias_passed(inner: Transaction, call: ast.Call, callee: Callee, scope: Scope) -> Transaction:
+    """The transaction a wrapper opens as `call` (met in `scope`) uses it: the alias its parameter stands for
+    read from the argument passed, else the parameter's default. Passed through `*`/`**`, or a parameter
+    another function binds, it stays the default connection, as before it was followed."""
+    parameter = inner.alias_parameter
+    if parameter is None:
+        return inner
+    arguments = callee.function.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    if callee.module.names.scope_of(callee.function).instance is not None and not callee.partials:
+        positional = positional[1:]  # a method called on its instance or class: `self`/`cls` is bound
+    keywords = {keyword.arg: keyword.value for keyword in call.keywords}
+    names = [argument.arg for argument in (*positional, *arguments.kwonlyargs)]
+    if parameter not in names or None in keywords or any(isinstance(item, ast.Starred) for item in call.args):
+        return inner._replace(alias_parameter=None)
+    passed = keywords.get(parameter)
+    index = next((position for position, argument in enumerate(positional) if argument.arg == parameter), None)
+    if passed is None and index is not None and index < len(call.args):
+        passed = call.args[index]
+    if passed is None:
+        passed = parameter_default(arguments, parameter)
+    outer = _parameter(passed, scope)
+    if outer is not None:
+        return inner._replace(alias=None, alias_parameter=outer)  # the use is in a wrapper itself
+    return inner._replace(alias=_alias(passed), alias_parameter=None)
 
 
 def _adapted(expression: ast.expr, scope: Scope, module: ModuleInfo) -> ast.expr | None:

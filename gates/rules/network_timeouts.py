@@ -58,7 +58,7 @@ from typing import ClassVar, NamedTuple, TypeGuard
 
 from corral.gates.analysis.context import FileContext
 from corral.gates.analysis.modules import ModuleInfo
-from corral.gates.analysis.names import ModuleNames, Scope, is_type_checking_test
+from corral.gates.analysis.names import ModuleNames, Scope, is_type_checking_test, parameter_default
 from corral.gates.analysis.project import Callee
 from corral.gates.analysis.runs_now import applied_callables
 from corral.gates.analysis.scoped import scoped_parts
@@ -541,7 +541,7 @@ class NetworkTimeouts(Rule):
                 return passed[index]
         if any(item.arg is None for layer in layers for item in layer.keywords):
             return caller.values.unresolved(call, f"{name} of {shown} may come from **kwargs")
-        default = _default(arguments, name)
+        default = parameter_default(arguments, name)
         if default is None:
             return caller.values.unresolved(call, f"{name} of {shown} is not passed")
         # A default is evaluated where the function is defined, once.
@@ -745,18 +745,6 @@ def _keyword_passed(layers: list[_Passed], name: str, shown: str) -> tuple[ast.e
                 return item.value, layer.place
         if spread is None and any(item.arg is None for item in layer.keywords):
             spread = layer
-    return None
-
-
-def _default(arguments: ast.arguments, name: str) -> ast.expr | None:
-    positional = [*arguments.posonlyargs, *arguments.args]
-    names = [parameter.arg for parameter in positional]
-    if name in names:
-        index = names.index(name) - (len(positional) - len(arguments.defaults))
-        return arguments.defaults[index] if index >= 0 else None
-    for parameter, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True):
-        if parameter.arg == name:
-            return default
     return None
 
 

@@ -18,6 +18,7 @@ PROJECTS = [
     FIXTURES / "crl4_projects" / "super_calls",
     FIXTURES / "crl4_projects" / "atomic_objects",
     FIXTURES / "crl4_projects" / "consumed_callables",
+    FIXTURES / "crl4_projects" / "wrapper_aliases",
 ]
 
 
