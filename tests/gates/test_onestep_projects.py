@@ -53,3 +53,34 @@ def test_flake8_one_file_at_a_time_reports_what_the_command_does(checked: tuple[
     for file in sorted(root.rglob("*.py")):
         one_by_one |= flake8_findings(file.relative_to(root).as_posix(), cwd=root)
     assert one_by_one == corral_findings(cwd=root)
+
+
+def finding_places(root: Path) -> list[str]:
+    completed = run_corral("check", cwd=root)
+    assert completed.returncode in (0, 1), completed.stdout + completed.stderr
+    return [line.split(": CRL")[0] for line in completed.stdout.splitlines()[:-1]]
+
+
+def test_a_cached_result_follows_the_module_that_builds_the_client(tmp_path: Path) -> None:
+    root = tmp_path / "held_clients"
+    copy_project(FIXTURES / "crl4_projects" / "held_clients", root)
+    warm = finding_places(root)
+    assert "app/views.py:14:9" in warm and "app/jobs.py:12:5" in warm
+    clients = root / "app" / "clients.py"
+    original = clients.read_text()
+    # The session is no client any more: the verdicts of the modules importing it must not be served.
+    clients.write_text(original.replace("session = requests.Session()", "session = object()"))
+    assert finding_places(root) == ["app/jobs.py:18:5", "app/views.py:20:9"]
+    clients.write_text(original)
+    assert finding_places(root) == warm
+
+
+def test_a_cached_result_follows_the_base_class_super_reaches(tmp_path: Path) -> None:
+    root = tmp_path / "super_calls"
+    copy_project(FIXTURES / "crl4_projects" / "super_calls", root)
+    warm = finding_places(root)
+    assert len(warm) == 4
+    base = root / "app" / "base.py"
+    # Synced.save stops calling the network: the subclasses' cached findings at super().save() must go.
+    base.write_text(base.read_text().replace('requests.post("https://search.example/sync"', 'print("sync"'))
+    assert finding_places(root) == ["app/models.py:15:9"]
