@@ -442,15 +442,16 @@ def _parameter(using: ast.expr | None, scope: Scope) -> str | None:
 
 def _alias_passed(inner: Transaction, call: ast.Call, callee: Callee, scope: Scope) -> Transaction:
     """The transaction a wrapper opens as `call` (met in `scope`) uses it: the alias its parameter stands for
-    read from the argument passed, else the parameter's default. Passed through `*`/`**`, or a parameter
-    another function binds, it stays the default connection, as before it was followed."""
+    read from the argument passed, else the parameter's default. Passed through `*`/`**`, a partial or a
+    method (whose arguments do not line up with the call's), or a parameter another function binds, it stays
+    the default connection, as before it was followed."""
     parameter = inner.alias_parameter
     if parameter is None:
         return inner
+    if callee.partials or callee.module.names.scope_of(callee.function).instance is not None:
+        return inner._replace(alias_parameter=None)
     arguments = callee.function.args
     positional = [*arguments.posonlyargs, *arguments.args]
-    if callee.module.names.scope_of(callee.function).instance is not None and not callee.partials:
-        positional = positional[1:]  # a method called on its instance or class: `self`/`cls` is bound
     keywords = {keyword.arg: keyword.value for keyword in call.keywords}
     names = [argument.arg for argument in (*positional, *arguments.kwonlyargs)]
     if parameter not in names or None in keywords or any(isinstance(item, ast.Starred) for item in call.args):

@@ -21,7 +21,8 @@ same literal, or the same expression text) run at once: CRL402 (CRL401 for a net
 (`session.begin()`, `conn.transaction()`) they run at once too. The alias of a wrapper's parameter
 (`atomic(using=using)` in `def uow(using="default")`, a context manager, a decorator factory, or a wrapper of
 one) is read at each use of the wrapper: the argument passed (`with uow("orders"):`, `@atomic_for("orders")`),
-else the parameter's default; passed through `*args`/`**kwargs`, it is taken as the default database.
+else the parameter's default; passed through `*args`/`**kwargs`, or by a wrapper that is a method or reached
+through a `functools.partial`, it is taken as the default database.
 
 Transaction scopes: the body of a `with`/`async with` whose item is Django's `transaction.atomic(...)` (however
 imported) or a `.begin()`, `.begin_nested()`, `.transaction()` or `.atomic()` on any object (SQLAlchemy
