@@ -44,7 +44,9 @@ Calls made inside a scope are followed to the bodies they run: functions and lam
 enclosing function, module-level functions of the same module, functions imported from other project modules
 (re-exports included), methods of project classes (inherited ones too) called on `self`/`cls`, on the class, or
 on an instance the gate can type (constructed or annotated in scope, held as an attribute the class assigns or
-annotates, a module-level instance), a class's `__init__` when it is called, and a `functools.partial` of any of
+annotates, a module-level instance of this or another module), on `super()` in a method (`super().save()`,
+`super(Order, self).save()`: the method of the project base class next in the method resolution order; a
+framework's base is not followed), a class's `__init__` when it is called, and a `functools.partial` of any of
 these, transitively with cycles cut (`corral.gates.analysis.project` says which calls,
 `corral.gates.knowledge.network_reach` walks them). The finding is at the call and names the chain
 (`Mailer.send() -> smtplib.SMTP (app/mail.py:14)`). A project Django signal sent inside a scope

@@ -31,7 +31,8 @@ inside a scope whose delay cannot be read.
 A function object handed to `map`/`filter` and iterated in the job's body, or to `sorted`/`min`/`max` as
 `key=` (`list(map(requests.get, urls))`), is a call there, judged as one.
 
-A call in the job's body that runs project functions (`corral.gates.analysis.project` says which) is
+A call in the job's body that runs project functions (`corral.gates.analysis.project` says which: a method
+called on `super()` included) is
 judged by every network call they make, transitively, with cycles cut (`corral.gates.knowledge.network_reach`
 walks them): each as if written there, read in the callee's module and scope, against this job's timeout.
 The first that fails is reported at the call, naming the chain. A timeout that is a parameter of a
