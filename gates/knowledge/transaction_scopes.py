@@ -31,6 +31,7 @@ is not ruled out by the prefilter.
 from __future__ import annotations
 
 import ast
+import keyword
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ from corral.gates.analysis.names import LOCAL, ModuleNames, Scope, is_type_check
 from corral.gates.analysis.project import Callee, Function, ProjectFunctions
 from corral.gates.config import DEFAULT_MAX_FILE_SIZE
 from corral.gates.source.parsing import Uncheckable, read_source
-from corral.gates.source.prefilter import starts_word
+from corral.gates.source.prefilter import LINES_AT_MOST, Lines, name_before, starts_word
 
 DJANGO_ATOMIC = "django.db.transaction.atomic"
 # Django's adapter of a function decorator to methods: on a method, or on a class with `name=` the method.
@@ -625,6 +626,163 @@ def own_wrapper_words(module: ModuleInfo, words: frozenset[str], data: bytes) ->
         if fresh <= found:
             return found
         found |= fresh
+
+
+# -- the prefilter: the statements a scope opens in ---------------------------------------------------
+
+
+def may_open_scope(data: bytes, wrappers: frozenset[str]) -> bool:
+    """Whether a file's bytes may open a transaction scope where the rule opens one: in a `with` item or a
+    decorator naming an opener, a project wrapper (`wrappers`, the pre-pass's words) or a name a statement
+    naming one of those may bind, transitively (`tx = transaction.atomic`, `from app.db import db_tx as tx`,
+    `self.tx = partial(db_tx, ...)`). A file that names an opener only in calls, attributes and imports
+    opens none. Errs towards True: an unreadable statement, too many names to follow, a bare carriage
+    return (these patterns read lines by newlines), a wrapper the pre-pass found named like a special
+    method any call may run (`__call__`, `__init__`)."""
+    words = set(wrappers)
+    if not words.isdisjoint(_RUN_BY_ANY_CALL) or data.count(b"\r") != data.count(b"\r\n"):
+        return True
+    if b"__enter__" in data or b"__aenter__" in data or _returns_opener(data, frozenset([*OPENERS, *words])):
+        # A wrapper this file defines that opens its transaction without a `with` or a decorator of its
+        # own: the pre-pass read the file on disk, which the checked text need not match.
+        words.update(name.decode() for name in _DEFINED_CLASS_OR_FUNCTION.findall(data))
+    pattern = wrapper_pattern(frozenset(words)) if words else None
+
+    def opens(text: bytes) -> bool:
+        return OPENER_BYTES.search(text) is not None or (pattern is not None and pattern.search(text) is not None)
+
+    lines = Lines(data)
+    pending: list[bytes] = []
+    # A call's arguments are what it opens only when it is a `method_decorator(tx)` or a `partial(db_tx)()`,
+    # which (or an alias of which) the file then names.
+    arguments_count = b"partial" in data or b"method_decorator" in data
+    # After a newline put before the first line (the pattern starts with its literal newline, which the
+    # engine skips ahead to): positions are one past the file's.
+    for match in _SCOPE_STATEMENT.finditer(b"\n" + data):
+        statement = lines.statement(match.end() - 1)
+        if statement is None or opens(statement):
+            return True
+        pending.extend(_member_names(statement if arguments_count else _without_arguments(statement)))
+    seen: set[bytes] = set()
+    aliases = _alias_sites(data) if pending else {}
+    while pending:
+        name = pending.pop()
+        if name in seen or name in _KEYWORDS:
+            continue
+        seen.add(name)
+        if len(seen) > _NAMES_AT_MOST:
+            return True
+        for value in _bound_values(data, name, lines, aliases):
+            if value is None:
+                return True
+            value = _outside_calls(value)
+            if opens(value):
+                return True
+            pending.extend(_member_names(value))
+    return False
+
+
+# Special methods a wrapper may be that the rule reaches from a call naming no wrapper at all.
+_RUN_BY_ANY_CALL = frozenset({"__call__", "__init__", "__new__"})
+_KEYWORDS = frozenset(word.encode() for word in (*keyword.kwlist, *keyword.softkwlist))
+# How many distinct names the search for bindings follows before it admits the file.
+_NAMES_AT_MOST = 200
+# A decorator or a `with` header (any `async` statement is read too), where a logical line starts: at the
+# start of a physical line, since a compound statement cannot follow a `;`, a `:` or a continuation.
+_SCOPE_STATEMENT = re.compile(rb"\n(?:\xef\xbb\xbf)?[ \t\f]*(?:@|with(?![\w\x80-\xff])|async(?![\w\x80-\xff]))")
+_DEFINED_CLASS_OR_FUNCTION = re.compile(rb"\b(?:def|class)(?:\s|\\)+([A-Za-z_\x80-\xff][\w\x80-\xff]*)")
+# A name that is not the owner of an attribute (no dot after it): what the rule resolves an expression by.
+# The owner of `x.tx` decides only where the member `tx` is looked up, and `tx`'s bindings are searched.
+_MEMBER_NAME = re.compile(rb"([A-Za-z_\x80-\xff][\w\x80-\xff]*)(?![\w\x80-\xff]|[ \t\f]*(?:\\\r?\n[ \t\f]*)*\.)")
+# A call's or a subscript's brackets (holding no other) after a name or a closing bracket.
+_ARGUMENTS = re.compile(rb"([\w\x80-\xff]+|[)\]])[ \t\f]*[(\[][^()\[\]]*[)\]]")
+# A call or a subscript with what it is made on (innermost first): the rule reads no opener from what one
+# returns (`cm = transaction.atomic(...)`, then `with cm:`, is no scope to it) except from a `partial(...)`.
+_CALL = re.compile(
+    rb"(?:([A-Za-z_\x80-\xff][\w\x80-\xff]*)(?:[ \t\f]*\.[ \t\f]*[A-Za-z_\x80-\xff][\w\x80-\xff]*)*|[)\]])"
+    rb"[ \t\f]*[(\[][^()\[\]]*[)\]]"
+)
+
+
+def _bound_values(data: bytes, name: bytes, lines: Lines, aliases: dict[bytes, list[int]]) -> Iterator[bytes | None]:
+    """What each statement that may bind `name` (or an attribute `name`) to a value the rule reads binds
+    it to, as text: the rest of the logical line after an assignment, an annotation or a walrus that starts
+    a statement or follows a dot, a `;`, a chained `=` or a bracket (`name =`, `name: T = ...`,
+    `self.name = ...`, `(name) = ...`, `(name := ...)`; unpacked targets, parameters and keyword arguments
+    bind nothing it reads), and the name before an `as` (an import's, across lines in parentheses); None
+    for one that cannot be read. `aliases`: where each name follows an `as`."""
+    for found in _assigned(name).finditer(data):
+        start = found.start()
+        if starts_word(data, start, after_dot=True) and _starts_target(data, start, found.end(1)):
+            yield lines.rest(found.end())
+    for position in aliases.get(name, ()):
+        yield name_before(data, position)
+
+
+def _starts_target(data: bytes, start: int, operator: int) -> bool:
+    """Whether the name at `start`, whose operator is at `operator`, is an assignment's target or a walrus's,
+    not a keyword argument, a parameter or one element of an unpacked target."""
+    before = start
+    while before > 0 and data[before - 1] in b" \t\f":
+        before -= 1
+    if before == 0 or data[before - 1] in b"\r\n;=.\\":
+        return True
+    return data[before - 1] in b"(,[" and (b")" in data[start:operator] or data.startswith(b":=", operator))
+
+
+def _alias_sites(data: bytes) -> dict[bytes, list[int]]:
+    """Where each name follows an `as` (the keyword's position)."""
+    sites: dict[bytes, list[int]] = {}
+    for found in _ALIASED.finditer(data):
+        if starts_word(data, found.start()):
+            sites.setdefault(found.group(1), []).append(found.start())
+    return sites
+
+
+def _member_names(text: bytes) -> list[bytes]:
+    return _MEMBER_NAME.findall(text)
+
+
+def _outside_calls(value: bytes) -> bytes:
+    """A bound value as the rule reads what it binds: without calls and subscripts, unless it makes a
+    `partial` (whose first argument is what it calls)."""
+    if b"partial" not in value:
+        for _ in range(LINES_AT_MOST):
+            stripped = _CALL.sub(_without_call, value)
+            if stripped == value:
+                break
+            value = stripped
+    return value
+
+
+def _without_arguments(text: bytes) -> bytes:
+    """`text` with every call's and subscript's brackets emptied (innermost first), what is called kept."""
+    for _ in range(LINES_AT_MOST):
+        stripped = _ARGUMENTS.sub(_emptied, text)
+        if stripped == text:
+            break
+        text = stripped
+    return text
+
+
+def _emptied(match: re.Match[bytes]) -> bytes:
+    # After a keyword (`else (a)`) the brackets group a value: kept.
+    return match.group(0) if match.group(1) in _KEYWORDS else match.group(1) + b"()"
+
+
+def _without_call(match: re.Match[bytes]) -> bytes:
+    # After a keyword (`else (a)`, `or (b)`) the brackets group a value: kept. Whatever else was called is
+    # left as an empty pair, so that a call of its result (`f(x)(y)`) goes too.
+    return match.group(0) if match.group(1) in _KEYWORDS else b"()"
+
+
+@lru_cache(maxsize=1024)
+def _assigned(name: bytes) -> re.Pattern[bytes]:
+    """`name` as a whole word then, as group 1, what stands before its operator (`=`, `:`, `:=`)."""
+    return re.compile(re.escape(name) + rb"(?![\w\x80-\xff])([\s\\)]*)(?:=(?!=)|:)")
+
+
+_ALIASED = re.compile(rb"as(?:[\s\\])+([A-Za-z_\x80-\xff][\w\x80-\xff]*)")
 
 
 @lru_cache(maxsize=8)
