@@ -87,14 +87,14 @@ from corral.gates.knowledge.network_reach import JobEnqueue, NetworkReach, Reach
 from corral.gates.knowledge.signals import ProjectSignals
 from corral.gates.knowledge.transaction_scopes import (
     DJANGO_ATOMIC,
-    OPENER_BYTES,
     OPENERS,
     WRAPPER_WORDS,
     Transaction,
     TransactionScopes,
     may_open_scope,
+    names_any,
+    names_opener,
     own_wrapper_words,
-    wrapper_pattern,
 )
 from corral.gates.rules.base import Rule
 from corral.gates.source.prefilter import Source
@@ -297,14 +297,13 @@ class NetworkInTransaction(Rule, ScopedVisitor):
 
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:
-        # The substring test is much cheaper than the search and rules most files out. A file need not
-        # import a network API itself: a project function it calls inside a transaction may. Nor need it
-        # name an opener: it may use a project wrapper of one, named in the project's summary.
-        # Then only a `with` item or a decorator can open a scope (`may_open_scope`).
-        names_opener = source.has(b"atomic", b"begin", b"transaction") and OPENER_BYTES.search(source.data) is not None
+        # A file need not import a network API itself: a project function it calls inside a transaction
+        # may. Nor need it name an opener: it may use a project wrapper of one, named in the project's
+        # summary. Most files name neither; of those that do, only one whose `with` item or decorator may
+        # open a scope is read (`may_open_scope`).
         project = ProjectModules(config.root, source.relpath, source.dependencies, config.whole_tree)
         wrappers = project.summary(WRAPPER_WORDS)
-        if not names_opener and not (wrappers and wrapper_pattern(wrappers).search(source.data) is not None):
+        if not names_opener(source.data) and not names_any(source.data, wrappers):
             return False
         return may_open_scope(source.data, wrappers)
 

@@ -9,6 +9,7 @@ rule out, which is what keeps the gate fast.
 
 from __future__ import annotations
 
+import re
 import sysconfig
 import textwrap
 import time
@@ -18,6 +19,7 @@ import pytest
 from corral.gates.config import Config
 from corral.gates.engine.run import check_source
 from corral.gates.knowledge.network import might_call_network
+from corral.gates.knowledge.transaction_scopes import names_opener
 from corral.gates.rules import RULES
 from corral.gates.rules.hidden_spawners import HiddenSpawners
 from corral.gates.rules.job_timeouts import JobTimeouts
@@ -440,6 +442,43 @@ def test_real_code(location: Path) -> None:
         # project package; both as domain code, so that every rule applies.
         assert_prefilter_hides_nothing(relpath, data)
         assert_prefilter_hides_nothing(f"app/{relpath}", data)
+
+
+# The one pattern `names_opener` splits in two (each starting with a literal, which the engine skips ahead to).
+_OPENER_AS_ONE_PATTERN = re.compile(
+    rb"\batomic\b|\.(?:\s|\\|#[^\n]*(?![^\n]))*(?:atomic|begin|begin_nested|transaction)\b"
+)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"atomic",
+        b"x.atomic",
+        b"non_atomic_requests",
+        b"atomically",
+        b"\xc3\xa9atomic()",
+        b"conn.  # the connection's\n  begin()",
+        b"conn . \\\n transaction()",
+        b"conn.beginning",
+        b"transaction.on_commit(f)",
+        b"session.begin_nested",
+        b"# .\nbegin",
+        *(text.encode() for text in SLIPPERY.values()),
+    ],
+)
+def test_names_opener_is_the_one_pattern(data: bytes) -> None:
+    assert names_opener(data) == (_OPENER_AS_ONE_PATTERN.search(data) is not None)
+
+
+def test_names_opener_is_the_one_pattern_over_real_code() -> None:
+    files = [
+        *FIXTURES,
+        *(file for location in REAL_CODE for file in ([location] if location.is_file() else location.rglob("*.py"))),
+    ]
+    for file in files:
+        data = file.read_bytes()
+        assert names_opener(data) == (_OPENER_AS_ONE_PATTERN.search(data) is not None), file
 
 
 # What each prefilter rules out: code that mentions the words a finding needs without holding one.
