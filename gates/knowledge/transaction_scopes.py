@@ -686,7 +686,7 @@ def may_open_scope(data: bytes, wrappers: frozenset[str]) -> bool:
         statement = lines.statement(match.end() - 1)
         if statement is None or opens(statement):
             return True
-        pending.extend(_member_names(statement if arguments_count else _without_arguments(statement)))
+        pending.extend(_MEMBER_NAME.findall(statement if arguments_count else _without_arguments(statement)))
     seen: set[bytes] = set()
     aliases = _alias_sites(data) if pending else {}
     while pending:
@@ -702,7 +702,7 @@ def may_open_scope(data: bytes, wrappers: frozenset[str]) -> bool:
             value = _outside_calls(value)
             if opens(value):
                 return True
-            pending.extend(_member_names(value))
+            pending.extend(_MEMBER_NAME.findall(value))
     return False
 
 
@@ -731,7 +731,7 @@ _CALL = re.compile(
 def _bound_values(data: bytes, name: bytes, lines: Lines, aliases: dict[bytes, list[int]]) -> Iterator[bytes | None]:
     """What each statement that may bind `name` (or an attribute `name`) to a value the rule reads binds
     it to, as text: the rest of the logical line after an assignment, an annotation or a walrus that starts
-    a statement or follows a dot, a `;`, a chained `=` or a bracket (`name =`, `name: T = ...`,
+    a statement or follows a dot, a `;`, a `:`, a chained `=` or a bracket (`name =`, `name: T = ...`,
     `self.name = ...`, `(name) = ...`, `(name := ...)`; unpacked targets, parameters and keyword arguments
     bind nothing it reads), and the name before an `as` (an import's, across lines in parentheses); None
     for one that cannot be read. `aliases`: where each name follows an `as`."""
@@ -749,9 +749,9 @@ def _starts_target(data: bytes, start: int, operator: int) -> bool:
     before = start
     while before > 0 and data[before - 1] in b" \t\f":
         before -= 1
-    if before == 0 or data[before - 1] in b"\r\n;=.\\":
-        return True
-    return data[before - 1] in b"(,[" and (b")" in data[start:operator] or data.startswith(b":=", operator))
+    if before == 0 or data[before - 1] in b"\r\n;:=.\\":
+        return True  # `:` too: the body of a one-line compound statement (`if flag: tx = ...`)
+    return data[before - 1] in b"([{," and (b")" in data[start:operator] or data.startswith(b":=", operator))
 
 
 def _alias_sites(data: bytes) -> dict[bytes, list[int]]:
@@ -763,29 +763,25 @@ def _alias_sites(data: bytes) -> dict[bytes, list[int]]:
     return sites
 
 
-def _member_names(text: bytes) -> list[bytes]:
-    return _MEMBER_NAME.findall(text)
-
-
 def _outside_calls(value: bytes) -> bytes:
     """A bound value as the rule reads what it binds: without calls and subscripts, unless it makes a
     `partial` (whose first argument is what it calls)."""
-    if b"partial" not in value:
-        for _ in range(LINES_AT_MOST):
-            stripped = _CALL.sub(_without_call, value)
-            if stripped == value:
-                break
-            value = stripped
-    return value
+    return value if b"partial" in value else _rewritten(_CALL, _without_call, value)
 
 
 def _without_arguments(text: bytes) -> bytes:
-    """`text` with every call's and subscript's brackets emptied (innermost first), what is called kept."""
+    """`text` with every call's and subscript's brackets emptied, what is called kept."""
+    return _rewritten(_ARGUMENTS, _emptied, text)
+
+
+def _rewritten(pattern: re.Pattern[bytes], replace: Callable[[re.Match[bytes]], bytes], text: bytes) -> bytes:
+    """`text` with `pattern`'s matches replaced, round after round (innermost brackets first), until nothing
+    changes or `LINES_AT_MOST` rounds have run (what is left then is only read for more names than needed)."""
     for _ in range(LINES_AT_MOST):
-        stripped = _ARGUMENTS.sub(_emptied, text)
-        if stripped == text:
+        rewritten = pattern.sub(replace, text)
+        if rewritten == text:
             break
-        text = stripped
+        text = rewritten
     return text
 
 

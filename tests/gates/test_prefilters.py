@@ -360,6 +360,10 @@ SCOPE_SPELLINGS = {
     + f"tx = \\\n    transaction.atomic\ndef f(u):\n    with tx():\n        {_GET}\n",
     "an alias in parentheses over lines": _TRANSACTION_HEAD
     + f"tx = (\n    transaction.atomic\n)\ndef f(u):\n    with tx():\n        {_GET}\n",
+    "an alias in a one-line if": _TRANSACTION_HEAD
+    + f"if True: tx = transaction.atomic\ndef f(u):\n    with tx():\n        {_GET}\n",
+    "an alias in a one-line if after a statement": _TRANSACTION_HEAD
+    + f"if True: pass; tx = transaction.atomic\ndef f(u):\n    with tx():\n        {_GET}\n",
     "an annotated alias": _TRANSACTION_HEAD
     + f"tx: object = transaction.atomic\ndef f(u):\n    with tx():\n        {_GET}\n",
     "method_decorator aliased, of an alias": _TRANSACTION_HEAD
