@@ -59,7 +59,7 @@ WRAPPER_WORDS = f"{__name__}:wrapper_words"
 # Every scope names Django's `atomic` as a whole word (in the call, the decorator or the import binding
 # an alias to it), or an opener as an attribute: after a dot, across spaces, continuations and comments
 # (`names_opener`). Two patterns, each starting with a literal the engine skips ahead to: one pattern of
-# both tried a match at every position, a fifth of the prefilters' time on saleor.
+# both tried a match at every position (76 ms against 20 over saleor's 597 files naming the words).
 _ATOMIC = re.compile(rb"atomic\b")
 _OPENER_ATTRIBUTE = re.compile(rb"\.(?:\s|\\|#[^\n]*(?![^\n]))*(?:atomic|begin|begin_nested|transaction)\b")
 # What a regular expression's `\b` takes for a word's bytes.
