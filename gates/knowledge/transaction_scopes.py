@@ -40,6 +40,7 @@ is not ruled out by the prefilter.
 from __future__ import annotations
 
 import ast
+import keyword
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ from corral.gates.analysis.names import LOCAL, ModuleNames, Scope, is_type_check
 from corral.gates.analysis.project import Callee, Function, ProjectFunctions
 from corral.gates.config import DEFAULT_MAX_FILE_SIZE
 from corral.gates.source.parsing import Uncheckable, read_source
-from corral.gates.source.prefilter import starts_word
+from corral.gates.source.prefilter import LINES_AT_MOST, Lines, name_before, starts_word
 
 DJANGO_ATOMIC = "django.db.transaction.atomic"
 # Django's adapter of a function decorator to methods: on a method, or on a class with `name=` the method.
@@ -65,8 +66,13 @@ ENTER_METHODS = ("__enter__", "__aenter__")
 WRAPPER_WORDS = f"{__name__}:wrapper_words"
 
 # Every scope names Django's `atomic` as a whole word (in the call, the decorator or the import binding
-# an alias to it), or an opener as an attribute: after a dot, across spaces, continuations and comments.
-OPENER_BYTES = re.compile(rb"\batomic\b|\.(?:\s|\\|#[^\n]*(?![^\n]))*(?:atomic|begin|begin_nested|transaction)\b")
+# an alias to it), or an opener as an attribute: after a dot, across spaces, continuations and comments
+# (`names_opener`). Two patterns, each starting with a literal the engine skips ahead to: one pattern of
+# both tried a match at every position (76 ms against 20 over saleor's 597 files naming the words).
+_ATOMIC = re.compile(rb"atomic\b")
+_OPENER_ATTRIBUTE = re.compile(rb"\.(?:\s|\\|#[^\n]*(?![^\n]))*(?:atomic|begin|begin_nested|transaction)\b")
+# What a regular expression's `\b` takes for a word's bytes.
+_ASCII_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 # What a file defining a wrapper holds besides what the wrapper opens: a context manager's decorator or
 # method, or a decorator's `return` of a function it defines (a name a `def` binds) or of an opener.
 _CONTEXT_MANAGER_SHAPE = re.compile(rb"contextmanager|__a?enter__")
@@ -76,6 +82,24 @@ _SKIPPED = rb"(?:[\s(\\]|#[^\n]*(?![^\n]))*"
 _RETURNED_NAME = re.compile(rb"return" + _SKIPPED + rb"([A-Za-z_]\w*)(?:[\s);\\]|#[^\n]*(?![^\n]))*$", re.MULTILINE)
 _DEFINED_NAME = re.compile(rb"\bdef(?:\s|\\)+([A-Za-z_]\w*)")
 _DOTTED = rb"(?:\w+(?:[\s\\]|#[^\n]*(?![^\n]))*\.(?:[\s\\]|#[^\n]*(?![^\n]))*)*"
+
+
+def names_opener(data: bytes) -> bool:
+    """Whether `data` names an opener as a scope would: `atomic` as a whole word, or `.atomic`, `.begin`,
+    `.begin_nested`, `.transaction` as an attribute."""
+    if b"atomic" in data:
+        for found in _ATOMIC.finditer(data):
+            if found.start() == 0 or data[found.start() - 1] not in _ASCII_WORD:
+                return True
+    return (b"atomic" in data or b"begin" in data or b"transaction" in data) and _OPENER_ATTRIBUTE.search(
+        data
+    ) is not None
+
+
+def names_any(data: bytes, words: frozenset[str]) -> bool:
+    """Whether `data` names one of `words` as a whole word (the substring tests rule out most files far
+    faster than the pattern)."""
+    return any(word.encode() in data for word in words) and wrapper_pattern(words).search(data) is not None
 
 
 class Transaction(NamedTuple):
@@ -660,7 +684,8 @@ def wrapper_words(root: Path, paths: Sequence[str]) -> frozenset[str]:
     """The names a use of a project transaction wrapper may spell: every function or class that may be one
     (a superset of what `TransactionScopes` accepts: a context manager or a decorator that mentions an
     opener or another candidate where it would open it), and every name an import re-exports one as.
-    Byte-level, then a parse of the few files shaped like a wrapper's module; each file is read once.
+    Byte-level, then a parse of the few files shaped like a wrapper's module that may open a transaction
+    where a wrapper opens it (`_may_open_inside`, or a `return` of an opener); each file is read once.
     `paths`: the project's files (`modules.project_files`)."""
     prefix = str(root).rstrip("/") + "/"
     files: list[tuple[str, bytes, bool]] = []
@@ -671,7 +696,7 @@ def wrapper_words(root: Path, paths: Sequence[str]) -> frozenset[str]:
             continue  # reported where it is checked itself (CRL001), never read unbounded here
         relpath = path[len(prefix) :] if path.startswith(prefix) else path
         # The substring tests rule out most files far faster than the pattern.
-        opens = (b"atomic" in data or b"begin" in data or b"transaction" in data) and bool(OPENER_BYTES.search(data))
+        opens = names_opener(data)
         files.append((relpath, data, opens))
     project = ProjectModules(root, "", {})
     words: set[str] = set()
@@ -694,7 +719,7 @@ def wrapper_words(root: Path, paths: Sequence[str]) -> frozenset[str]:
             if fresh is None:
                 if not opens:
                     continue
-            elif not known and not _mentions(data, new_words):
+            elif not known and not names_any(data, frozenset(new_words)):
                 continue
             asked = new_words if known else sorted(words)
             mentioning.add(relpath)
@@ -707,13 +732,13 @@ def wrapper_words(root: Path, paths: Sequence[str]) -> frozenset[str]:
             if shape is None:
                 shape = shaped[relpath] = _shaped_like_wrappers(data)
             openers = frozenset(asked if known else [*OPENERS, *asked])
-            if shape or _returns_opener(data, openers):
+            if _returns_opener(data, openers) or (shape and _may_open_inside(data, words | found | set(asked))):
                 parsed.add(relpath)
                 pending.append(_PendingModule(relpath, data))
         # What a parsed module defines may open a transaction through a candidate found since.
         for entry in pending:
             since = (words | found) - entry.checked_with if entry.checked_with is not None else words | found
-            if entry.checked_with is not None and (not since or not _mentions(entry.data, sorted(since))):
+            if entry.checked_with is not None and (not since or not names_any(entry.data, frozenset(since))):
                 entry.checked_with = words | found
                 continue
             module = project.file(entry.relpath)
@@ -760,6 +785,158 @@ def own_wrapper_words(module: ModuleInfo, words: frozenset[str], data: bytes) ->
         found |= fresh
 
 
+# -- the prefilter: the statements a scope opens in ---------------------------------------------------
+
+
+def may_open_scope(data: bytes, wrappers: frozenset[str]) -> bool:
+    """Whether a file's bytes may open a transaction scope where the rule opens one: in a `with` item or a
+    decorator naming an opener, a project wrapper (`wrappers`, the pre-pass's words) or a name a statement
+    naming one of those may bind, transitively (`tx = transaction.atomic`, `from app.db import db_tx as tx`,
+    `self.tx = partial(db_tx, ...)`). A file that names an opener only in calls, attributes and imports
+    opens none. Errs towards True: an unreadable statement, too many names to follow, a bare carriage
+    return (these patterns read lines by newlines), a wrapper the pre-pass found named like a special
+    method any call may run (`__call__`, `__init__`)."""
+    words = set(wrappers)
+    if not words.isdisjoint(_RUN_BY_ANY_CALL) or data.count(b"\r") != data.count(b"\r\n"):
+        return True
+    if b"__enter__" in data or b"__aenter__" in data or _returns_opener(data, frozenset([*OPENERS, *words])):
+        # A wrapper this file defines that opens its transaction without a `with` or a decorator of its
+        # own: the pre-pass read the file on disk, which the checked text need not match.
+        words.update(name.decode() for name in _DEFINED_CLASS_OR_FUNCTION.findall(data))
+    known = frozenset(words)
+
+    def opens(text: bytes) -> bool:
+        return names_opener(text) or names_any(text, known)
+
+    lines = Lines(data)
+    pending: list[bytes] = []
+    # A call's arguments are what it opens only when it is a `method_decorator(tx)` or a `partial(db_tx)()`,
+    # which (or an alias of which) the file then names.
+    arguments_count = b"partial" in data or b"method_decorator" in data
+    # After a newline put before the first line (the pattern starts with its literal newline, which the
+    # engine skips ahead to): positions are one past the file's.
+    for match in _SCOPE_STATEMENT.finditer(b"\n" + data):
+        statement = lines.statement(match.end() - 1)
+        if statement is None or opens(statement):
+            return True
+        pending.extend(_MEMBER_NAME.findall(statement if arguments_count else _without_arguments(statement)))
+    seen: set[bytes] = set()
+    aliases = _alias_sites(data) if pending else {}
+    while pending:
+        name = pending.pop()
+        if name in seen or name in _KEYWORDS:
+            continue
+        seen.add(name)
+        if len(seen) > _NAMES_AT_MOST:
+            return True
+        for value in _bound_values(data, name, lines, aliases):
+            # Read before its calls go: an opener's result entered (`cm = transaction.atomic(...)`, then
+            # `with cm:`) is a scope too.
+            if value is None or opens(value):
+                return True
+            pending.extend(_MEMBER_NAME.findall(_outside_calls(value)))
+    return False
+
+
+# Special methods a wrapper may be that the rule reaches from a call naming no wrapper at all.
+_RUN_BY_ANY_CALL = frozenset({"__call__", "__init__", "__new__"})
+_KEYWORDS = frozenset(word.encode() for word in (*keyword.kwlist, *keyword.softkwlist))
+# How many distinct names the search for bindings follows before it admits the file.
+_NAMES_AT_MOST = 200
+# A decorator or a `with` header (any `async` statement is read too), where a logical line starts: at the
+# start of a physical line, since a compound statement cannot follow a `;`, a `:` or a continuation.
+_SCOPE_STATEMENT = re.compile(rb"\n(?:\xef\xbb\xbf)?[ \t\f]*(?:@|with(?![\w\x80-\xff])|async(?![\w\x80-\xff]))")
+_DEFINED_CLASS_OR_FUNCTION = re.compile(rb"\b(?:def|class)(?:\s|\\)+([A-Za-z_\x80-\xff][\w\x80-\xff]*)")
+# A name that is not the owner of an attribute (no dot after it): what the rule resolves an expression by.
+# The owner of `x.tx` decides only where the member `tx` is looked up, and `tx`'s bindings are searched.
+_MEMBER_NAME = re.compile(rb"([A-Za-z_\x80-\xff][\w\x80-\xff]*)(?![\w\x80-\xff]|[ \t\f]*(?:\\\r?\n[ \t\f]*)*\.)")
+# A call's or a subscript's brackets (holding no other) after a name or a closing bracket.
+_ARGUMENTS = re.compile(rb"([\w\x80-\xff]+|[)\]])[ \t\f]*[(\[][^()\[\]]*[)\]]")
+# A call or a subscript with what it is made on (innermost first): the names a call's result may be bound
+# through are not followed into its arguments, except a `partial(...)`'s (whose first argument it calls).
+_CALL = re.compile(
+    rb"(?:([A-Za-z_\x80-\xff][\w\x80-\xff]*)(?:[ \t\f]*\.[ \t\f]*[A-Za-z_\x80-\xff][\w\x80-\xff]*)*|[)\]])"
+    rb"[ \t\f]*[(\[][^()\[\]]*[)\]]"
+)
+
+
+def _bound_values(data: bytes, name: bytes, lines: Lines, aliases: dict[bytes, list[int]]) -> Iterator[bytes | None]:
+    """What each statement that may bind `name` (or an attribute `name`) to a value the rule reads binds
+    it to, as text: the rest of the logical line after an assignment, an annotation or a walrus that starts
+    a statement or follows a dot, a `;`, a `:`, a chained `=` or a bracket (`name =`, `name: T = ...`,
+    `self.name = ...`, `(name) = ...`, `(name := ...)`; unpacked targets, parameters and keyword arguments
+    bind nothing it reads), and the name before an `as` (an import's, across lines in parentheses); None
+    for one that cannot be read. `aliases`: where each name follows an `as`."""
+    for found in _assigned(name).finditer(data):
+        start = found.start()
+        if starts_word(data, start, after_dot=True) and _starts_target(data, start, found.end(1)):
+            yield lines.rest(found.end())
+    for position in aliases.get(name, ()):
+        yield name_before(data, position)
+
+
+def _starts_target(data: bytes, start: int, operator: int) -> bool:
+    """Whether the name at `start`, whose operator is at `operator`, is an assignment's target or a walrus's,
+    not a keyword argument, a parameter or one element of an unpacked target."""
+    before = start
+    while before > 0 and data[before - 1] in b" \t\f":
+        before -= 1
+    if before == 0 or data[before - 1] in b"\r\n;:=.\\":
+        return True  # `:` too: the body of a one-line compound statement (`if flag: tx = ...`)
+    return data[before - 1] in b"([{," and (b")" in data[start:operator] or data.startswith(b":=", operator))
+
+
+def _alias_sites(data: bytes) -> dict[bytes, list[int]]:
+    """Where each name follows an `as` (the keyword's position)."""
+    sites: dict[bytes, list[int]] = {}
+    for found in _ALIASED.finditer(data):
+        if starts_word(data, found.start()):
+            sites.setdefault(found.group(1), []).append(found.start())
+    return sites
+
+
+def _outside_calls(value: bytes) -> bytes:
+    """A bound value as the rule reads what it binds: without calls and subscripts, unless it makes a
+    `partial` (whose first argument is what it calls)."""
+    return value if b"partial" in value else _rewritten(_CALL, _without_call, value)
+
+
+def _without_arguments(text: bytes) -> bytes:
+    """`text` with every call's and subscript's brackets emptied, what is called kept."""
+    return _rewritten(_ARGUMENTS, _emptied, text)
+
+
+def _rewritten(pattern: re.Pattern[bytes], replace: Callable[[re.Match[bytes]], bytes], text: bytes) -> bytes:
+    """`text` with `pattern`'s matches replaced, round after round (innermost brackets first), until nothing
+    changes or `LINES_AT_MOST` rounds have run (what is left then is only read for more names than needed)."""
+    for _ in range(LINES_AT_MOST):
+        rewritten = pattern.sub(replace, text)
+        if rewritten == text:
+            break
+        text = rewritten
+    return text
+
+
+def _emptied(match: re.Match[bytes]) -> bytes:
+    # After a keyword (`else (a)`) the brackets group a value: kept.
+    return match.group(0) if match.group(1) in _KEYWORDS else match.group(1) + b"()"
+
+
+def _without_call(match: re.Match[bytes]) -> bytes:
+    # After a keyword (`else (a)`, `or (b)`) the brackets group a value: kept. Whatever else was called is
+    # left as an empty pair, so that a call of its result (`f(x)(y)`) goes too.
+    return match.group(0) if match.group(1) in _KEYWORDS else b"()"
+
+
+@lru_cache(maxsize=1024)
+def _assigned(name: bytes) -> re.Pattern[bytes]:
+    """`name` as a whole word then, as group 1, what stands before its operator (`=`, `:`, `:=`)."""
+    return re.compile(re.escape(name) + rb"(?![\w\x80-\xff])([\s\\)]*)(?:=(?!=)|:)")
+
+
+_ALIASED = re.compile(rb"as(?:[\s\\])+([A-Za-z_\x80-\xff][\w\x80-\xff]*)")
+
+
 @lru_cache(maxsize=8)
 def wrapper_pattern(words: frozenset[str]) -> re.Pattern[bytes]:
     """Any of `words` as a whole word, in a file's bytes."""
@@ -776,13 +953,16 @@ def _shaped_like_wrappers(data: bytes) -> bool:
     return bool(returned) and not returned.isdisjoint(_DEFINED_NAME.findall(data))
 
 
+def _may_open_inside(data: bytes, words: set[str]) -> bool:
+    """Whether a module shaped like a wrapper's may hold one given the candidates `words`: a class whose
+    `__enter__` may call an opener, or a function whose `with` item or decorator may open a scope (a
+    context manager's, a decorator's inner function's: `may_open_scope`). A decorator returning an opener
+    applied to its function is `_returns_opener`'s."""
+    return b"__enter__" in data or b"__aenter__" in data or may_open_scope(data, frozenset(words))
+
+
 def _returned_names(data: bytes) -> set[bytes]:
     return {found.group(1) for found in _RETURNED_NAME.finditer(data) if starts_word(data, found.start())}
-
-
-def _mentions(data: bytes, words: list[str]) -> bool:
-    """Whether a file names one of `words` (the substring tests rule out most files faster than the pattern)."""
-    return any(word.encode() in data for word in words) and wrapper_pattern(frozenset(words)).search(data) is not None
 
 
 def _returns_opener(data: bytes, openers: frozenset[str]) -> bool:

@@ -67,8 +67,12 @@ a Huey task, whose call enqueues it (a Celery task, Dramatiq actor or RQ `@job` 
 its body: followed). Of a module-level name two unconditional top-level `def`s/`class`es (or an import then one)
 bind, the last is followed; bindings under `if`/`try` after it are each followed.
 
-The prefilter admits a file that names an opener, or one of the names the project pre-pass gives its
-wrappers (`transaction_scopes.wrapper_words`, a dependency of every file it rules out).
+The prefilter admits a file where a `with` item or a decorator names an opener, one of the names the project
+pre-pass gives its wrappers (`transaction_scopes.wrapper_words`, a dependency of every file it rules out) or
+a name that an assignment or an import alias of the file binds to one of those, transitively
+(`transaction_scopes.may_open_scope`); a file naming an opener only in calls, attributes and imports is not
+parsed for it. A name bound in another module by an assignment (`tx = db_transaction` there, imported
+here) is not followed, as the pre-pass names a wrapper's re-exports only through `as`.
 """
 
 from __future__ import annotations
@@ -92,14 +96,15 @@ from corral.gates.knowledge.network_reach import JobEnqueue, NetworkReach, Reach
 from corral.gates.knowledge.signals import ProjectSignals
 from corral.gates.knowledge.transaction_scopes import (
     DJANGO_ATOMIC,
-    OPENER_BYTES,
     OPENERS,
     WRAPPER_WORDS,
     Transaction,
     TransactionScopes,
     held_opener_names,
+    may_open_scope,
+    names_any,
+    names_opener,
     own_wrapper_words,
-    wrapper_pattern,
 )
 from corral.gates.rules.base import Rule
 from corral.gates.source.prefilter import Source
@@ -307,14 +312,15 @@ class NetworkInTransaction(Rule, ScopedVisitor):
 
     @classmethod
     def might_match(cls, source: Source, config: Config) -> bool:
-        # The substring test is much cheaper than the search and rules most files out. A file need not
-        # import a network API itself: a project function it calls inside a transaction may. Nor need it
-        # name an opener: it may use a project wrapper of one, named in the project's summary.
-        if source.has(b"atomic", b"begin", b"transaction") and OPENER_BYTES.search(source.data) is not None:
-            return True
+        # A file need not import a network API itself: a project function it calls inside a transaction
+        # may. Nor need it name an opener: it may use a project wrapper of one, named in the project's
+        # summary. Most files name neither; of those that do, only one whose `with` item or decorator may
+        # open a scope is read (`may_open_scope`).
         project = ProjectModules(config.root, source.relpath, source.dependencies, config.whole_tree)
         wrappers = project.summary(WRAPPER_WORDS)
-        return bool(wrappers) and wrapper_pattern(wrappers).search(source.data) is not None
+        if not names_opener(source.data) and not names_any(source.data, wrappers):
+            return False
+        return may_open_scope(source.data, wrappers)
 
     def check(self) -> Iterator[Finding]:
         self.visit(self.context.tree)

@@ -264,3 +264,18 @@ def starts_word(data: bytes, position: int, *, after_dot: bool = False) -> bool:
 def ends_word(data: bytes, end: int) -> bool:
     """Whether a word ending at `end` ends there, not inside a longer name."""
     return end == len(data) or data[end] not in _IDENTIFIER_BYTES
+
+
+def name_before(data: bytes, position: int) -> bytes:
+    """The name that ends where only spaces, newlines and continuations are left before `position` (`atomic`
+    of `atomic\n    as tx` in parentheses); empty when there is none."""
+    end = position
+    while end > 0 and data[end - 1] in _SPACES:
+        end -= 1
+    start = end
+    while start > 0 and data[start - 1] in _IDENTIFIER_BYTES:
+        start -= 1
+    return data[start:end]
+
+
+_SPACES = frozenset(b" \t\f\r\n\\")

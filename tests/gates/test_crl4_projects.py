@@ -319,6 +319,50 @@ def test_the_pre_pass_finds_the_same_wrappers_when_no_parsed_module_is_kept(monk
     assert wrapper_words(PROJECTS / "wrappers", modules.project_files(PROJECTS / "wrappers")) == expected
 
 
+def test_the_pre_pass_parses_only_the_modules_whose_scopes_may_open_a_transaction(
+    project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "app/__init__.py": "",
+            # Shaped like a wrapper's module (a decorator returning a function it defines), naming an opener
+            # only in a call: no scope opens, no parse.
+            "app/logs.py": """
+                from django.db import transaction
+                def logged(func):
+                    def wrapper(*args):
+                        kept = transaction.atomic(using="logs")
+                        return func(*args, kept)
+                    return wrapper
+                """,
+            # Opening one through an alias of atomic, bound over lines: parsed, and a wrapper.
+            "app/db.py": """
+                from contextlib import contextmanager
+                from django.db import transaction
+                tx = (
+                    transaction.atomic
+                )
+                @contextmanager
+                def block():
+                    with tx():
+                        yield
+                """,
+        }
+    )
+    parsed: list[str] = []
+    read = modules.ProjectModules.file
+
+    def spied(self: modules.ProjectModules, relpath: str) -> modules.ModuleInfo | None:
+        parsed.append(relpath)
+        return read(self, relpath)
+
+    monkeypatch.setattr(modules.ProjectModules, "file", spied)
+    words = wrapper_words(root, modules.project_files(root))
+    assert "block" in words and "logged" not in words
+    assert set(parsed) == {"app/db.py"}  # read again in the round after `block` was found
+
+
 def test_the_parse_memo_keeps_the_most_recent_entries_within_its_bound() -> None:
     memo: modules._BoundedMemo[str, int] = modules._BoundedMemo(10)
     memo.put("a", 1, 4)

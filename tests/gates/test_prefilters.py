@@ -9,6 +9,7 @@ rule out, which is what keeps the gate fast.
 
 from __future__ import annotations
 
+import re
 import sysconfig
 import textwrap
 import time
@@ -18,6 +19,7 @@ import pytest
 from corral.gates.config import Config
 from corral.gates.engine.run import check_source
 from corral.gates.knowledge.network import might_call_network
+from corral.gates.knowledge.transaction_scopes import names_opener
 from corral.gates.rules import RULES
 from corral.gates.rules.hidden_spawners import HiddenSpawners
 from corral.gates.rules.job_timeouts import JobTimeouts
@@ -345,6 +347,75 @@ def test_reviewed_spellings(relpath: str, source: str) -> None:
     assert_prefilter_hides_nothing(relpath, data)
 
 
+_TRANSACTION_HEAD = "import requests\nfrom django.db import transaction\n"
+_GET = "requests.get(u, timeout=5)"
+
+# CRL401/CRL402 admit only a file where a `with` item or a decorator may open a scope: each opens one through
+# a name bound elsewhere, over lines, or by a wrapper the file defines (which a text that is not the file on
+# disk, as flake8 may hand it, holds without the project's pre-pass knowing it).
+SCOPE_SPELLINGS = {
+    "an opener's result entered": _TRANSACTION_HEAD
+    + f"def f(u):\n    cm = transaction.atomic(using=u)\n    with cm:\n        {_GET}\n",
+    "an alias assigned": _TRANSACTION_HEAD + f"tx = transaction.atomic\ndef f(u):\n    with tx():\n        {_GET}\n",
+    "a parenthesised target": _TRANSACTION_HEAD
+    + f"(tx) = transaction.atomic\ndef f(u):\n    with tx():\n        {_GET}\n",
+    "a chain of aliases, as a decorator": _TRANSACTION_HEAD
+    + f"first = transaction.atomic\nsecond = first\n@second\ndef f(u):\n    {_GET}\n",
+    "an import alias over lines": "import requests\nfrom django.db.transaction import (\n    atomic\n    as tx,\n)\n"
+    f"def f(u):\n    with tx():\n        {_GET}\n",
+    "an alias on a continued line": _TRANSACTION_HEAD
+    + f"tx = \\\n    transaction.atomic\ndef f(u):\n    with tx():\n        {_GET}\n",
+    "an alias in parentheses over lines": _TRANSACTION_HEAD
+    + f"tx = (\n    transaction.atomic\n)\ndef f(u):\n    with tx():\n        {_GET}\n",
+    "an alias in a one-line if": _TRANSACTION_HEAD
+    + f"if True: tx = transaction.atomic\ndef f(u):\n    with tx():\n        {_GET}\n",
+    "an alias in a one-line if after a statement": _TRANSACTION_HEAD
+    + f"if True: pass; tx = transaction.atomic\ndef f(u):\n    with tx():\n        {_GET}\n",
+    "an annotated alias": _TRANSACTION_HEAD
+    + f"tx: object = transaction.atomic\ndef f(u):\n    with tx():\n        {_GET}\n",
+    "method_decorator aliased, of an alias": _TRANSACTION_HEAD
+    + "from django.utils.decorators import method_decorator as md\natomic_now = transaction.atomic\n"
+    f"class V:\n    @md(atomic_now)\n    def post(self, u):\n        {_GET}\n",
+    "a decorator of the file returning atomic(func)": _TRANSACTION_HEAD
+    + f"def in_tx(func):\n    return transaction.atomic(func)\n@in_tx\ndef f(u):\n    {_GET}\n",
+    "a class of the file whose __enter__ enters atomic": _TRANSACTION_HEAD
+    + "class Tx:\n    def __enter__(self):\n        self.t = transaction.atomic()\n        self.t.__enter__()\n"
+    f"    def __exit__(self, *a):\n        self.t.__exit__(*a)\ndef f(u):\n    with Tx():\n        {_GET}\n",
+    "an opener after a comment line in a with": _TRANSACTION_HEAD
+    + f"def f(u):\n    with (\n        # the transaction\n        transaction.atomic()\n    ):\n        {_GET}\n",
+    "async with begin on a continued line": "import httpx\nasync def f(engine, u):\n    async with \\\n"
+    "            engine.begin():\n        await httpx.AsyncClient().get(u)\n",
+    "the first line a decorator": f"@transaction.atomic\ndef f(u):\n    {_GET}\n" + _TRANSACTION_HEAD,
+    "with after a byte order mark": "\ufeffwith transaction.atomic():\n    " + _GET + "\n" + _TRANSACTION_HEAD,
+}
+
+
+@pytest.mark.parametrize("source", SCOPE_SPELLINGS.values(), ids=list(SCOPE_SPELLINGS))
+def test_scope_spellings(source: str) -> None:
+    data = source.encode()
+    assert check_source("app/module.py", data, CONFIG, prefilter=False).findings, "the case must hold a finding"
+    assert NetworkInTransaction.might_match(Source(data, "app/module.py"), CONFIG)
+    assert_prefilter_hides_nothing("app/module.py", data)
+
+
+# Files that name an opener only where no scope opens: in calls, attributes and imports.
+NO_SCOPE = [
+    _TRANSACTION_HEAD + f"def f(u):\n    transaction.on_commit(lambda: {_GET})\n    transaction.set_autocommit(True)\n",
+    _TRANSACTION_HEAD + f"def f(u):\n    with transaction.mark_for_rollback_on_error(using):\n        {_GET}\n",
+    _TRANSACTION_HEAD
+    + f"@property\ndef f(u, atomic=transaction.atomic):\n    with open(u) as atomic_file:\n        {_GET}\n",
+    "from django.db import connection\nclass C:\n    def begin(self):\n        connection.begin()\n"
+    "    @cached_property\n    def x(self):\n        with self.lock:\n            return 1\n",
+]
+
+
+@pytest.mark.parametrize("source", NO_SCOPE)
+def test_an_opener_named_outside_every_scope_is_not_read(source: str) -> None:
+    data = source.encode()
+    assert not NetworkInTransaction.might_match(Source(data, "app/module.py"), CONFIG)
+    assert_prefilter_hides_nothing("app/module.py", data)
+
+
 def test_relative_imports_that_climb_out_of_every_package() -> None:
     # As `names.py` resolves them, these name the top-level `requests` package itself.
     data = (
@@ -380,6 +451,43 @@ def test_real_code(location: Path) -> None:
         # project package; both as domain code, so that every rule applies.
         assert_prefilter_hides_nothing(relpath, data)
         assert_prefilter_hides_nothing(f"app/{relpath}", data)
+
+
+# The one pattern `names_opener` splits in two (each starting with a literal, which the engine skips ahead to).
+_OPENER_AS_ONE_PATTERN = re.compile(
+    rb"\batomic\b|\.(?:\s|\\|#[^\n]*(?![^\n]))*(?:atomic|begin|begin_nested|transaction)\b"
+)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"atomic",
+        b"x.atomic",
+        b"non_atomic_requests",
+        b"atomically",
+        b"\xc3\xa9atomic()",
+        b"conn.  # the connection's\n  begin()",
+        b"conn . \\\n transaction()",
+        b"conn.beginning",
+        b"transaction.on_commit(f)",
+        b"session.begin_nested",
+        b"# .\nbegin",
+        *(text.encode() for text in SLIPPERY.values()),
+    ],
+)
+def test_names_opener_is_the_one_pattern(data: bytes) -> None:
+    assert names_opener(data) == (_OPENER_AS_ONE_PATTERN.search(data) is not None)
+
+
+def test_names_opener_is_the_one_pattern_over_real_code() -> None:
+    files = [
+        *FIXTURES,
+        *(file for location in REAL_CODE for file in ([location] if location.is_file() else location.rglob("*.py"))),
+    ]
+    for file in files:
+        data = file.read_bytes()
+        assert names_opener(data) == (_OPENER_AS_ONE_PATTERN.search(data) is not None), file
 
 
 # What each prefilter rules out: code that mentions the words a finding needs without holding one.
