@@ -27,9 +27,11 @@ CACHE_DIR = ".corral_cache"
 # 2: facts are typed records, each stored in its own JSON form; 3: the project checks' output is kept.
 # 4: SQLAlchemy engines declared at module level are facts (their pools join the connection budget).
 # 5: findings carry where their code ends, and columns count characters.
-FORMAT = 5
-# `analysis.modules.SUMMARY_PREFIX`, spelled here so that a warm run need not load that module.
+# 6: one small array per path, dependency records in one shared table.
+FORMAT = 6
+# `analysis.modules.SUMMARY_PREFIX` and `MISSING`, spelled here so that a warm run need not load that module.
 SUMMARY_PREFIX = "*summary:"
+MISSING = (0, -1, "")
 
 
 class FileResult(NamedTuple):
@@ -60,18 +62,23 @@ class DamagedCache(Exception):
 
 
 Stamp = tuple[int, int]  # a file's modification time (ns) and size
-# The stored form of a result with no finding, no fact and no dependency.
-_NOTHING_FOUND: list[Any] = [[], {}]
+# A served result with no finding, no fact and no dependency.
+_NOTHING_FOUND = FileResult()
 
 
 class Cache:
-    """Results by key, plus each path's last stamp and key, so an untouched file is not even read."""
+    """Each path's last stamp, result key and result, so an untouched file is not even read.
+
+    The file holds one entry per path, a small array: `[mtime ns, size, key]` for a result with no
+    finding, no fact and no dependency (most files), else `[mtime ns, size, key, findings, facts]` and, when
+    the result depends on other files, a last item listing indices into the file's one table of dependency
+    records (`[name, mtime ns, size, content hash]`), which many results share and a run checks once each."""
 
     def __init__(
         self,
         file: Path,
-        results: dict[str, Any],
-        stamps: dict[str, Any],
+        entries: dict[str, Any],
+        dependencies: list[Any],
         root: Path,
         project: Any = None,
         whole_tree: bool = False,
@@ -79,16 +86,22 @@ class Cache:
         self.file = file
         self.root = root
         self.whole_tree = whole_tree
-        self.results = results
-        self.stamps = stamps
+        self.entries = entries
+        self.dependencies = dependencies
         self.project = project
-        self.used: dict[str, Any] = {}
-        self.used_stamps: dict[str, list[Any]] = {}
+        # This run's entries: served ones as they were read (their indices into `dependencies`), new ones
+        # with their dependency records themselves.
+        self.used: dict[str, list[Any]] = {}
+        self.new_dependencies: dict[str, dict[str, tuple[int, int, str]]] = {}
         self.changed = False
         # Set for a run over the whole project: the project summaries a cached result depends on are then
         # checked after the walk, and only when some file was not served from the cache (`run.check_paths`),
         # since a summary is a function of the project's files alone.
         self.defer_summaries = False
+        self._checked_records: dict[int, tuple[str, tuple[int, int, str], bool]] = {}
+        self._held_sets: dict[tuple[int, ...], dict[str, tuple[int, int, str]] | None] = {}
+        # Served results that hold nothing but the same dependencies are one object.
+        self._bare_results: dict[tuple[int, ...], FileResult] = {}
 
     @classmethod
     def open(cls, config: Config) -> Cache:
@@ -101,17 +114,18 @@ class Cache:
         name = hashlib.blake2b(stamp.encode(), digest_size=10).hexdigest()
         file = config.root / CACHE_DIR / f"results-{name}.json"
         try:
-            document = json.loads(file.read_text("utf-8"))
-            results, stamps = document["results"], document["stamps"]
-            if not isinstance(results, dict) or not isinstance(stamps, dict):
+            with open(file, "rb") as handle:
+                document = json.loads(handle.read())
+            entries, dependencies = document["files"], document["dependencies"]
+            if not isinstance(entries, dict) or not isinstance(dependencies, list):
                 raise ValueError(file)
             project = document.get("project")
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            results, stamps, project = {}, {}, None
-        return cls(file, results, stamps, config.root, project, config.whole_tree)
+            entries, dependencies, project = {}, [], None
+        return cls(file, entries, dependencies, config.root, project, config.whole_tree)
 
     def __len__(self) -> int:
-        return len(self.results)
+        return len(self.entries)
 
     def key(self, relpath: str, data: bytes) -> str:
         import hashlib
@@ -122,52 +136,95 @@ class Cache:
 
     def key_if_unchanged(self, relpath: str, stamp: Stamp) -> str | None:
         """The key recorded for `relpath` when its stamp is the one recorded with it."""
-        known = self.stamps.get(relpath)
-        if isinstance(known, list) and len(known) == 3 and (known[0], known[1]) == stamp:
-            return str(known[2])
+        entry = self.entries.get(relpath)
+        if isinstance(entry, list) and len(entry) >= 3 and entry[0] == stamp[0] and entry[1] == stamp[1]:
+            return str(entry[2])
         return None
 
     def lookup(self, relpath: str, key: str) -> FileResult | None:
-        entry = self.results.get(key)
-        if entry is None:
+        """The result stored for `relpath` with this key, while every dependency it records holds."""
+        entry = self.entries.get(relpath)
+        if not isinstance(entry, list) or len(entry) < 3 or entry[2] != key:
             return None
-        if entry == _NOTHING_FOUND:
-            return FileResult()  # most files: read back without building anything
+        if len(entry) == 3:
+            return _NOTHING_FOUND  # most files: read back without building anything
         try:
-            findings, facts, *rest = entry
-            dependencies = {name: (int(a), int(b), str(c)) for name, (a, b, c) in (rest[0] if rest else {}).items()}
+            findings, facts, *rest = entry[3:]
+            indices = tuple(rest[0]) if rest else ()
             if not isinstance(facts, dict) or not all(isinstance(recorded, list) for recorded in facts.values()):
                 raise TypeError(facts)
-            result = FileResult(tuple(Finding(relpath, *finding) for finding in findings), stored_facts=facts or None)
-        except (TypeError, ValueError, AttributeError, KeyError):
-            return None  # an entry from a damaged cache file is recomputed
-        # A summary checked after the walk needs no check here (nor the module that checks dependencies).
-        checked = {
-            name: known
-            for name, known in dependencies.items()
-            if not (self.defer_summaries and name.startswith(SUMMARY_PREFIX))
-        }
-        if checked:
-            from corral.gates.analysis.modules import dependency_holds
-
-            if not all(dependency_holds(self.root, name, known, self.whole_tree) for name, known in checked.items()):
+            dependencies = self._dependencies_if_held(indices) if indices else {}
+            if dependencies is None:
                 return None
-        if dependencies:
-            result = result._replace(dependencies=dependencies)
+            if not findings and not facts and indices in self._bare_results:
+                return self._bare_results[indices]
+            result = FileResult(
+                tuple(Finding(relpath, *finding) for finding in findings),
+                stored_facts=facts or None,
+                dependencies=dependencies or None,
+            )
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError):
+            return None  # an entry from a damaged cache file is recomputed
+        if not findings and not facts:
+            self._bare_results[indices] = result
         return result
 
+    def _dependencies_if_held(self, indices: tuple[int, ...]) -> dict[str, tuple[int, int, str]] | None:
+        """The dependency records at `indices` of the file's table, None when one no longer holds; asked once
+        per run for each set (many results share theirs), each record checked once."""
+        if indices in self._held_sets:
+            return self._held_sets[indices]
+        records: dict[str, tuple[int, int, str]] = {}
+        for index in indices:
+            name, known, holds = self._checked_record(index)
+            if not holds:
+                self._held_sets[indices] = None
+                return None
+            records[name] = known
+        self._held_sets[indices] = records
+        return records
+
+    def _record(self, index: int) -> tuple[str, tuple[int, int, str]]:
+        """Dependency record `index` of the file's table: its name and (mtime ns, size, content hash)."""
+        name, mtime, size, digest = self.dependencies[index]
+        if not isinstance(name, str) or index < 0:
+            raise TypeError(name)
+        return name, (int(mtime), int(size), str(digest))
+
+    def _checked_record(self, index: int) -> tuple[str, tuple[int, int, str], bool]:
+        """Record `index` and whether it still holds, checked once per run. A summary checked after the walk
+        needs no check here; a file record is settled by its stamp, or by its absence, without the module
+        that reads and hashes files, as long as that is the answer."""
+        checked = self._checked_records.get(index)
+        if checked is None:
+            name, known = self._record(index)
+            deferred = self.defer_summaries and name.startswith(SUMMARY_PREFIX)
+            if deferred or (not name.startswith("*") and _settled_by_stamp(os.path.join(self.root, name), known)):
+                holds = True
+            else:
+                from corral.gates.analysis.modules import dependency_holds
+
+                holds = dependency_holds(self.root, name, known, self.whole_tree)
+            checked = self._checked_records[index] = (name, known, holds)
+        return checked
+
     def store(self, relpath: str, stamp: Stamp | None, key: str, result: FileResult, *, hit: bool) -> None:
-        if stamp is not None:
-            self.used_stamps[relpath] = [*stamp, key]
-            self.changed = self.changed or self.stamps.get(relpath) != self.used_stamps[relpath]
+        if stamp is None:
+            return  # nothing to tell the next run's file by
         if hit:
-            self.used[key] = self.results[key]
+            entry = self.entries[relpath]
+            if entry[0] != stamp[0] or entry[1] != stamp[1]:
+                # Served by its content: the stamp is new (a checkout rewrote the file as it was).
+                entry = [*stamp, *entry[2:]]
+                self.changed = True
+            self.used[relpath] = entry
             return
         stored = result.stored_facts if result.stored_facts is not None else _facts_to_json(result.facts)
-        entry: list[Any] = [[list(f)[1:] for f in result.findings], stored]
+        findings = [list(f)[1:] for f in result.findings]
+        bare = not findings and not stored and not result.dependencies
+        self.used[relpath] = [*stamp, key] if bare else [*stamp, key, findings, stored]
         if result.dependencies:
-            entry.append(result.dependencies)
-        self.used[key] = entry
+            self.new_dependencies[relpath] = result.dependencies
         self.changed = True
 
     def project_output(self, inputs: list[tuple[str, str | None]]) -> tuple[list[Finding], dict[str, Any]] | None:
@@ -200,23 +257,40 @@ class Cache:
 
     def discard(self) -> None:
         """Forget every stored result (the next run starts cold and writes the file anew)."""
-        self.results, self.stamps, self.project, self.used, self.used_stamps = {}, {}, None, {}, {}
+        self.entries, self.dependencies, self.project, self.used, self.new_dependencies = {}, [], None, {}, {}
+        self._checked_records, self._held_sets, self._bare_results = {}, {}, {}
         with contextlib.suppress(OSError):
             self.file.unlink()
 
     def save(self) -> None:
         """Write this run's entries, and as many older ones again (a run over a few files keeps the rest
-        of the project's), atomically."""
+        of the project's), atomically, with a new table of the dependency records they name."""
         if not self.changed:
             return
-        results, stamps = dict(self.used), dict(self.used_stamps)
-        keep = max(2 * len(results), 5000)
-        for relpath, known in self.stamps.items():
-            if len(results) >= keep:
+        entries = dict(self.used)
+        keep = max(2 * len(entries), 5000)
+        for relpath, entry in self.entries.items():
+            if len(entries) >= keep:
                 break
-            if relpath not in stamps and isinstance(known, list) and len(known) == 3 and known[2] in self.results:
-                stamps[relpath] = known
-                results[known[2]] = self.results[known[2]]
+            if relpath not in entries:
+                entries[relpath] = entry
+        table: dict[tuple[str, tuple[int, int, str]], int] = {}
+
+        def index_of(record: tuple[str, tuple[int, int, str]]) -> int:
+            return table.setdefault(record, len(table))
+
+        written: dict[str, list[Any]] = {}
+        for relpath, entry in entries.items():
+            fresh = self.new_dependencies.get(relpath)
+            if fresh is not None:
+                entry = [*entry, [index_of(record) for record in fresh.items()]]
+            elif len(entry) > 5:
+                try:
+                    entry = [*entry[:5], [index_of(self._record(index)) for index in entry[5]]]
+                except (TypeError, ValueError, IndexError):
+                    continue  # an older entry from a damaged file is not written again
+            written[relpath] = entry
+        dependencies = [[name, *known] for name, known in table]
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             gitignore = self.file.parent / ".gitignore"
@@ -226,7 +300,7 @@ class Cache:
 
             temporary = self.file.with_suffix(f".{os.getpid()}.tmp")
             with temporary.open("w", encoding="utf-8") as out:
-                document = {"results": results, "stamps": stamps, "project": self.project}
+                document = {"files": written, "dependencies": dependencies, "project": self.project}
                 json.dump(document, out, separators=(",", ":"))
             os.replace(temporary, self.file)
         except OSError:
@@ -244,6 +318,17 @@ def _inputs_digest(inputs: list[tuple[str, str | None]]) -> str | None:
             return None
         digest.update(f"{relpath}\0{key}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
+
+
+def _settled_by_stamp(path: str, known: tuple[int, int, str]) -> bool:
+    """True when a file dependency holds by its stamp alone: unchanged, or still missing."""
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return known == MISSING
+    except OSError:
+        return False
+    return status.st_mtime_ns == known[0] and status.st_size == known[1]
 
 
 def _facts_to_json(facts: dict[str, list[Any]] | None) -> dict[str, list[Any]]:

@@ -414,6 +414,7 @@ def test_the_pre_pass_stays_fast_on_comments_made_of_hashes(tmp_path: Path) -> N
 
 def test_the_cache_spells_the_summary_prefix_as_the_analysis_does() -> None:
     assert cache.SUMMARY_PREFIX == modules.SUMMARY_PREFIX
+    assert cache.MISSING == modules.MISSING
 
 
 def test_flake8_follows_the_signals_too(signals: Path) -> None:
