@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -32,6 +33,9 @@ FORMAT = 6
 # `analysis.modules.SUMMARY_PREFIX` and `MISSING`, spelled here so that a warm run need not load that module.
 SUMMARY_PREFIX = "*summary:"
 MISSING = (0, -1, "")
+# A file modified this close to a run's start (or after it) may have been read before its change: file
+# systems stamp modification times from a coarse clock.
+_CLOCK_MARGIN_NS = 2_000_000_000
 
 
 class FileResult(NamedTuple):
@@ -82,13 +86,18 @@ class Cache:
         root: Path,
         project: Any = None,
         whole_tree: bool = False,
+        summaries: dict[str, Any] | None = None,
     ) -> None:
         self.file = file
+        # Before any file is read: what changed after it may not be in what this run computed.
+        self.opened_at = time.time_ns()
         self.root = root
         self.whole_tree = whole_tree
         self.entries = entries
         self.dependencies = dependencies
         self.project = project
+        self.summaries = summaries or {}
+        self._project_stamps: str | None = None
         # This run's entries: served ones as they were read (their indices into `dependencies`), new ones
         # with their dependency records themselves.
         self.used: dict[str, list[Any]] = {}
@@ -119,10 +128,12 @@ class Cache:
             entries, dependencies = document["files"], document["dependencies"]
             if not isinstance(entries, dict) or not isinstance(dependencies, list):
                 raise ValueError(file)
-            project = document.get("project")
+            project, summaries = document.get("project"), document.get("summaries")
+            if not isinstance(summaries, dict):
+                summaries = None
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            entries, dependencies, project = {}, [], None
-        return cls(file, entries, dependencies, config.root, project, config.whole_tree)
+            entries, dependencies, project, summaries = {}, [], None, None
+        return cls(file, entries, dependencies, config.root, project, config.whole_tree, summaries)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -198,8 +209,10 @@ class Cache:
         checked = self._checked_records.get(index)
         if checked is None:
             name, known = self._record(index)
-            deferred = self.defer_summaries and name.startswith(SUMMARY_PREFIX)
-            if deferred or (not name.startswith("*") and _settled_by_stamp(os.path.join(self.root, name), known)):
+            summary = name.startswith(SUMMARY_PREFIX)
+            if (summary and (self.defer_summaries or self._stored_summary_holds(name, known[2]))) or (
+                not name.startswith("*") and _settled_by_stamp(os.path.join(self.root, name), known)
+            ):
                 holds = True
             else:
                 from corral.gates.analysis.modules import dependency_holds
@@ -259,13 +272,14 @@ class Cache:
         """Forget every stored result (the next run starts cold and writes the file anew)."""
         self.entries, self.dependencies, self.project, self.used, self.new_dependencies = {}, [], None, {}, {}
         self._checked_records, self._held_sets, self._bare_results = {}, {}, {}
+        self.summaries, self._project_stamps = {}, None
         with contextlib.suppress(OSError):
             self.file.unlink()
 
     def save(self) -> None:
         """Write this run's entries, and as many older ones again (a run over a few files keeps the rest
         of the project's), atomically, with a new table of the dependency records they name."""
-        if not self.changed:
+        if not self.changed and (self.summaries or not self.defer_summaries):
             return
         entries = dict(self.used)
         keep = max(2 * len(entries), 5000)
@@ -291,6 +305,11 @@ class Cache:
                     continue  # an older entry from a damaged file is not written again
             written[relpath] = entry
         dependencies = [[name, *known] for name, known in table]
+        if self.defer_summaries:
+            summaries = self._project_summaries(written, dependencies)
+            if not self.changed and summaries == self.summaries:
+                return
+            self.summaries = summaries
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             gitignore = self.file.parent / ".gitignore"
@@ -300,12 +319,58 @@ class Cache:
 
             temporary = self.file.with_suffix(f".{os.getpid()}.tmp")
             with temporary.open("w", encoding="utf-8") as out:
-                document = {"files": written, "dependencies": dependencies, "project": self.project}
+                document = {
+                    "files": written,
+                    "dependencies": dependencies,
+                    "project": self.project,
+                    "summaries": self.summaries,
+                }
                 json.dump(document, out, separators=(",", ":"))
             os.replace(temporary, self.file)
         except OSError:
             # A read-only checkout still gets checked; it only misses the speed-up next time.
             pass
+
+    def _project_summaries(self, written: dict[str, list[Any]], dependencies: list[Any]) -> dict[str, Any]:
+        """Each project summary this run's results hold (`name -> [digest, stamps of the project's files]`),
+        for a run over the whole project, so that a front checking one file (flake8) can tell a summary
+        still holds from the files' stamps instead of computing it. None is kept when a file of the run may
+        have changed while the run read it (modified after the run began: a summary a worker computed
+        might predate it), nor when the run's results disagree on a summary."""
+        margin = self.opened_at - _CLOCK_MARGIN_NS
+        stamps: list[tuple[str, int, int]] = []
+        digests: dict[str, set[str]] = {}
+        for relpath in self.used:
+            entry = written.get(relpath)
+            if entry is None or not isinstance(entry[0], int) or entry[0] >= margin:
+                return {}
+            stamps.append((relpath, entry[0], entry[1]))
+            for index in entry[5] if len(entry) > 5 else ():
+                name, _, _, digest = dependencies[index]
+                if name.startswith(SUMMARY_PREFIX):
+                    digests.setdefault(name, set()).add(digest)
+        files = _stamps_digest(stamps)
+        return {name: [found.pop(), files] for name, found in digests.items() if len(found) == 1}
+
+    def _stored_summary_holds(self, name: str, digest: str) -> bool:
+        """Whether summary `name` is the one stored with this digest and the project's files still have
+        the stamps it was stored with (each file's stamp read once per process)."""
+        stored = self.summaries.get(name)
+        if not isinstance(stored, list) or len(stored) != 2 or stored[0] != digest:
+            return False
+        if self._project_stamps is None:
+            from corral.gates.analysis.modules import project_files
+
+            prefix = str(self.root).rstrip(os.sep) + os.sep
+            stamps = []
+            for path in project_files(self.root, self.whole_tree):
+                try:
+                    status = os.stat(path)
+                except OSError:
+                    return False  # not a file the run could have stamped
+                stamps.append((path.removeprefix(prefix).replace(os.sep, "/"), status.st_mtime_ns, status.st_size))
+            self._project_stamps = _stamps_digest(stamps)
+        return bool(stored[1] == self._project_stamps)
 
 
 def _inputs_digest(inputs: list[tuple[str, str | None]]) -> str | None:
@@ -317,6 +382,16 @@ def _inputs_digest(inputs: list[tuple[str, str | None]]) -> str | None:
         if key is None:
             return None
         digest.update(f"{relpath}\0{key}\n".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
+def _stamps_digest(stamps: list[tuple[str, int, int]]) -> str:
+    """One digest of files' stamps (relative path, mtime ns, size), whatever order they come in."""
+    import hashlib
+
+    digest = hashlib.blake2b(digest_size=16)
+    for relpath, mtime, size in sorted(stamps):
+        digest.update(f"{relpath}\0{mtime}\0{size}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
 

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -367,3 +368,43 @@ def test_flake8_checks_every_file_past_a_damaged_cache(project) -> None:
         assert [line.split(";")[0] for line in completed.stdout.splitlines()] == [
             "app/a.py:2:1: CRL101 threading.Thread outside infra"
         ], completed.stderr
+
+
+def test_flake8_trusts_a_stored_project_summary_only_while_every_project_file_keeps_its_stamp(project) -> None:
+    root = project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "app/__init__.py": "",
+            "app/views.py": """
+                import requests
+                from app.locks import guarded
+                def place(order):
+                    with guarded():
+                        requests.post(order, timeout=5)
+                """,
+            "app/locks.py": "from contextlib import contextmanager\n@contextmanager\ndef guarded():\n    yield\n",
+        }
+    )
+    # Files written long before the run: what it computed is stored with their stamps.
+    hour_ago = time.time() - 3600
+    for file in root.rglob("*.py"):
+        os.utime(file, (hour_ago, hour_ago))
+    assert run_corral("check", cwd=root).returncode == 0
+    (cache_file,) = (root / ".corral_cache").glob("results-*.json")
+    document = json.loads(cache_file.read_text())
+    (name,) = document["summaries"]
+    # A stored summary the files' stamps vouch for is taken as it is: one rewritten here, and the record of
+    # views.py's result naming it, make a planted finding come back.
+    document["summaries"][name][0] = "planted"
+    (record,) = [record for record in document["dependencies"] if record[0] == name]
+    record[3] = "planted"
+    entry = document["files"]["app/views.py"]
+    document["files"]["app/views.py"] = [*entry[:3], [[1, 1, "CRL401", "planted in the cache"]], {}, entry[5]]
+    cache_file.write_text(json.dumps(document))
+    assert run_flake8_crl("app/views.py", cwd=root).stdout.splitlines() == [
+        "app/views.py:1:1: CRL401 planted in the cache"
+    ]
+    # A new project file: the stored summary is not vouched for; computed, it is not the planted one.
+    (root / "app" / "more.py").write_text("x = 1\n")
+    completed = run_flake8_crl("app/views.py", cwd=root)
+    assert (completed.returncode, completed.stdout) == (0, ""), completed.stderr
