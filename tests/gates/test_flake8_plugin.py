@@ -8,16 +8,15 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_corral, run_flake8_crl
+from conftest import copy_project, run_corral, run_flake8_crl
 from corral.gates.config import load_config
 from corral.gates.engine.run import check_paths
 from corral.gates.findings import Finding
-from expectations import assert_matches, read_expectations, rule_fixture_folders
+from expectations import FIXTURES, assert_matches, read_expectations, rule_fixture_folders
 
 FLAKE8 = str(Path(sys.executable).parent / "flake8")
 # flake8 prints each finding as path, line, column, code and message, tab-separated.
@@ -308,54 +307,19 @@ def test_flake8_answers_an_unchanged_file_from_the_cache_corral_check_left(proje
     assert "planted" not in completed.stdout
 
 
-def test_flake8_checks_again_a_file_whose_cached_result_no_longer_holds(project) -> None:
-    root = project(
-        {
-            "pyproject.toml": "[tool.corral]\n",
-            "app/__init__.py": "",
-            "app/views.py": """
-                from django.db import transaction
-                from app.helpers import notify
-                def place(order):
-                    with transaction.atomic():
-                        notify(order)
-                """,
-            "app/helpers.py": "import requests\n\n\ndef notify(order):\n    requests.post(order, timeout=5)\n",
-        }
-    )
+def test_flake8_checks_again_a_file_whose_cached_result_no_longer_holds(tmp_path: Path) -> None:
+    root = tmp_path / "shop"
+    copy_project(FIXTURES / "crl4_projects" / "shop", root)
     assert run_corral("check", cwd=root).returncode == 1
-    _plant_message(root, "app/views.py", "planted in the cache")
-    assert "planted in the cache" in run_flake8_crl("app/views.py", cwd=root).stdout
-    # The helper it reached changed: the stored result is not served, whatever it says.
-    (root / "app" / "helpers.py").write_text("def notify(order):\n    return order\n")
-    completed = run_flake8_crl("app/views.py", cwd=root)
+    _plant_message(root, "shop/views.py", "planted in the cache")
+    assert "planted in the cache" in run_flake8_crl("shop/views.py", cwd=root).stdout
+    # The helper two modules away stops calling the network: the stored result is not served, whatever it says.
+    partners = root / "shop" / "partners.py"
+    partners.write_text(
+        partners.read_text().replace("    return requests.post(url, json=payload, timeout=5)", "    return url")
+    )
+    completed = run_flake8_crl("shop/views.py", cwd=root)
     assert (completed.returncode, completed.stdout) == (0, ""), completed.stderr
-
-
-def test_flake8_sees_a_new_project_wrapper_past_the_cache(project) -> None:
-    root = project(
-        {
-            "pyproject.toml": "[tool.corral]\n",
-            "app/__init__.py": "",
-            "app/views.py": """
-                import requests
-                from app.locks import guarded
-                def place(order):
-                    with guarded():
-                        requests.post(order, timeout=5)
-                """,
-            "app/locks.py": "from contextlib import contextmanager\n@contextmanager\ndef guarded():\n    yield\n",
-        }
-    )
-    assert run_corral("check", cwd=root).returncode == 0  # views.py's result rests on the project's wrappers
-    (root / "app" / "locks.py").write_text(
-        "from contextlib import contextmanager\nfrom django.db import transaction\n@contextmanager\n"
-        "def guarded():\n    with transaction.atomic():\n        yield\n"
-    )
-    completed = run_flake8_crl("app/views.py", cwd=root)
-    assert [line.split(" (")[0] for line in completed.stdout.splitlines()] == [
-        "app/views.py:5:9: CRL401 requests.post inside guarded()"
-    ], completed.stderr
 
 
 def test_flake8_checks_every_file_past_a_damaged_cache(project) -> None:
@@ -368,43 +332,3 @@ def test_flake8_checks_every_file_past_a_damaged_cache(project) -> None:
         assert [line.split(";")[0] for line in completed.stdout.splitlines()] == [
             "app/a.py:2:1: CRL101 threading.Thread outside infra"
         ], completed.stderr
-
-
-def test_flake8_trusts_a_stored_project_summary_only_while_every_project_file_keeps_its_stamp(project) -> None:
-    root = project(
-        {
-            "pyproject.toml": "[tool.corral]\n",
-            "app/__init__.py": "",
-            "app/views.py": """
-                import requests
-                from app.locks import guarded
-                def place(order):
-                    with guarded():
-                        requests.post(order, timeout=5)
-                """,
-            "app/locks.py": "from contextlib import contextmanager\n@contextmanager\ndef guarded():\n    yield\n",
-        }
-    )
-    # Files written long before the run: what it computed is stored with their stamps.
-    hour_ago = time.time() - 3600
-    for file in root.rglob("*.py"):
-        os.utime(file, (hour_ago, hour_ago))
-    assert run_corral("check", cwd=root).returncode == 0
-    (cache_file,) = (root / ".corral_cache").glob("results-*.json")
-    document = json.loads(cache_file.read_text())
-    (name,) = document["summaries"]
-    # A stored summary the files' stamps vouch for is taken as it is: one rewritten here, and the record of
-    # views.py's result naming it, make a planted finding come back.
-    document["summaries"][name][0] = "planted"
-    (record,) = [record for record in document["dependencies"] if record[0] == name]
-    record[3] = "planted"
-    entry = document["files"]["app/views.py"]
-    document["files"]["app/views.py"] = [*entry[:3], [[1, 1, "CRL401", "planted in the cache"]], {}, entry[5]]
-    cache_file.write_text(json.dumps(document))
-    assert run_flake8_crl("app/views.py", cwd=root).stdout.splitlines() == [
-        "app/views.py:1:1: CRL401 planted in the cache"
-    ]
-    # A new project file: the stored summary is not vouched for; computed, it is not the planted one.
-    (root / "app" / "more.py").write_text("x = 1\n")
-    completed = run_flake8_crl("app/views.py", cwd=root)
-    assert (completed.returncode, completed.stdout) == (0, ""), completed.stderr
