@@ -349,6 +349,8 @@ class Cache:
                 name, _, _, digest = dependencies[index]
                 if name.startswith(SUMMARY_PREFIX):
                     digests.setdefault(name, set()).add(digest)
+        if not digests:
+            return {}
         files = _stamps_digest(stamps)
         return {name: [found.pop(), files] for name, found in digests.items() if len(found) == 1}
 
