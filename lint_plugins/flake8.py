@@ -5,6 +5,12 @@ engine's per-file rules judge them with the `[tool.corral]` settings `corral che
 with the same project-relative path, so the editor shows what CI will; settings it cannot use are the
 engine's CRL000 finding. Whole-project checks (`rules.PROJECT_CHECKS`) need every file at once and are not
 run here.
+
+Where `corral check` has left a cache for the same settings and the same corral, a file whose bytes are the
+ones it checked is answered with its stored result, once every dependency the result records still holds
+(a project summary among them is computed again, once per flake8 process, to say so): the result a fresh
+check would give, without following its calls again. Any other file is checked here. The plugin never
+writes the cache.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from collections.abc import Iterator
 from functools import cache
 
 from corral.gates.config import Config, ConfigError, load_config
+from corral.gates.engine.cache import Cache
 from corral.gates.engine.run import check_source, relative_path, unusable_config
 from corral.gates.findings import Finding
 
@@ -30,6 +37,22 @@ def _config_for(directory: str) -> Config | ConfigError:
         return load_config([directory])
     except ConfigError as error:
         return error
+
+
+@cache
+def _cache_for(config: Config) -> Cache:
+    """The results `corral check` stored for these settings, read once per flake8 process."""
+    return Cache.open(config)
+
+
+def _findings(relpath: str, data: bytes, config: Config, tree: ast.Module) -> tuple[Finding, ...]:
+    """The file's findings: its stored result while that still holds, else a check of the file."""
+    results = _cache_for(config)
+    if len(results):
+        served = results.lookup(relpath, results.key(relpath, data))
+        if served is not None:
+            return served.findings
+    return check_source(relpath, data, config, tree=tree).findings
 
 
 def _source_bytes(lines: list[str]) -> bytes:
@@ -64,7 +87,7 @@ class CorralChecker:
             findings: tuple[Finding, ...] = (unusable_config(self.filename, config),)
         else:
             relpath = relative_path(path, config.root)
-            findings = check_source(relpath, _source_bytes(self.lines), config, tree=self.tree).findings
+            findings = _findings(relpath, _source_bytes(self.lines), config, self.tree)
         for finding in findings:
             # flake8 takes 0-based columns and adds the 1 back when it prints them; corral's count characters,
             # as flake8's own pycodestyle checks and ruff do (pyflakes' F codes count UTF-8 bytes).

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -27,9 +28,14 @@ CACHE_DIR = ".corral_cache"
 # 2: facts are typed records, each stored in its own JSON form; 3: the project checks' output is kept.
 # 4: SQLAlchemy engines declared at module level are facts (their pools join the connection budget).
 # 5: findings carry where their code ends, and columns count characters.
-FORMAT = 5
-# `analysis.modules.SUMMARY_PREFIX`, spelled here so that a warm run need not load that module.
+# 6: one small array per path, dependency records in one shared table.
+FORMAT = 6
+# `analysis.modules.SUMMARY_PREFIX` and `MISSING`, spelled here so that a warm run need not load that module.
 SUMMARY_PREFIX = "*summary:"
+MISSING = (0, -1, "")
+# A file modified this close to a run's start (or after it) may have been read before its change: file
+# systems stamp modification times from a coarse clock.
+_CLOCK_MARGIN_NS = 2_000_000_000
 
 
 class FileResult(NamedTuple):
@@ -60,35 +66,51 @@ class DamagedCache(Exception):
 
 
 Stamp = tuple[int, int]  # a file's modification time (ns) and size
-# The stored form of a result with no finding, no fact and no dependency.
-_NOTHING_FOUND: list[Any] = [[], {}]
+# A served result with no finding, no fact and no dependency.
+_NOTHING_FOUND = FileResult()
 
 
 class Cache:
-    """Results by key, plus each path's last stamp and key, so an untouched file is not even read."""
+    """Each path's last stamp, result key and result, so an untouched file is not even read.
+
+    The file holds one entry per path, a small array: `[mtime ns, size, key]` for a result with no
+    finding, no fact and no dependency (most files), else `[mtime ns, size, key, findings, facts]` and, when
+    the result depends on other files, a last item listing indices into the file's one table of dependency
+    records (`[name, mtime ns, size, content hash]`), which many results share and a run checks once each."""
 
     def __init__(
         self,
         file: Path,
-        results: dict[str, Any],
-        stamps: dict[str, Any],
+        entries: dict[str, Any],
+        dependencies: list[Any],
         root: Path,
         project: Any = None,
         whole_tree: bool = False,
+        summaries: dict[str, Any] | None = None,
     ) -> None:
         self.file = file
+        # Before any file is read: what changed after it may not be in what this run computed.
+        self.opened_at = time.time_ns()
         self.root = root
         self.whole_tree = whole_tree
-        self.results = results
-        self.stamps = stamps
+        self.entries = entries
+        self.dependencies = dependencies
         self.project = project
-        self.used: dict[str, Any] = {}
-        self.used_stamps: dict[str, list[Any]] = {}
+        self.summaries = summaries or {}
+        self._project_stamps: str | None = None
+        # This run's entries: served ones as they were read (their indices into `dependencies`), new ones
+        # with their dependency records themselves.
+        self.used: dict[str, list[Any]] = {}
+        self.new_dependencies: dict[str, dict[str, tuple[int, int, str]]] = {}
         self.changed = False
         # Set for a run over the whole project: the project summaries a cached result depends on are then
         # checked after the walk, and only when some file was not served from the cache (`run.check_paths`),
         # since a summary is a function of the project's files alone.
         self.defer_summaries = False
+        self._checked_records: dict[int, tuple[str, tuple[int, int, str], bool]] = {}
+        self._held_sets: dict[tuple[int, ...], dict[str, tuple[int, int, str]] | None] = {}
+        # Served results that hold nothing but the same dependencies are one object.
+        self._bare_results: dict[tuple[int, ...], FileResult] = {}
 
     @classmethod
     def open(cls, config: Config) -> Cache:
@@ -101,17 +123,20 @@ class Cache:
         name = hashlib.blake2b(stamp.encode(), digest_size=10).hexdigest()
         file = config.root / CACHE_DIR / f"results-{name}.json"
         try:
-            document = json.loads(file.read_text("utf-8"))
-            results, stamps = document["results"], document["stamps"]
-            if not isinstance(results, dict) or not isinstance(stamps, dict):
+            with open(file, "rb") as handle:
+                document = json.loads(handle.read())
+            entries, dependencies = document["files"], document["dependencies"]
+            if not isinstance(entries, dict) or not isinstance(dependencies, list):
                 raise ValueError(file)
-            project = document.get("project")
+            project, summaries = document.get("project"), document.get("summaries")
+            if not isinstance(summaries, dict):
+                summaries = None
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            results, stamps, project = {}, {}, None
-        return cls(file, results, stamps, config.root, project, config.whole_tree)
+            entries, dependencies, project, summaries = {}, [], None, None
+        return cls(file, entries, dependencies, config.root, project, config.whole_tree, summaries)
 
     def __len__(self) -> int:
-        return len(self.results)
+        return len(self.entries)
 
     def key(self, relpath: str, data: bytes) -> str:
         import hashlib
@@ -122,52 +147,97 @@ class Cache:
 
     def key_if_unchanged(self, relpath: str, stamp: Stamp) -> str | None:
         """The key recorded for `relpath` when its stamp is the one recorded with it."""
-        known = self.stamps.get(relpath)
-        if isinstance(known, list) and len(known) == 3 and (known[0], known[1]) == stamp:
-            return str(known[2])
+        entry = self.entries.get(relpath)
+        if isinstance(entry, list) and len(entry) >= 3 and entry[0] == stamp[0] and entry[1] == stamp[1]:
+            return str(entry[2])
         return None
 
     def lookup(self, relpath: str, key: str) -> FileResult | None:
-        entry = self.results.get(key)
-        if entry is None:
+        """The result stored for `relpath` with this key, while every dependency it records holds."""
+        entry = self.entries.get(relpath)
+        if not isinstance(entry, list) or len(entry) < 3 or entry[2] != key:
             return None
-        if entry == _NOTHING_FOUND:
-            return FileResult()  # most files: read back without building anything
+        if len(entry) == 3:
+            return _NOTHING_FOUND  # most files: read back without building anything
         try:
-            findings, facts, *rest = entry
-            dependencies = {name: (int(a), int(b), str(c)) for name, (a, b, c) in (rest[0] if rest else {}).items()}
+            findings, facts, *rest = entry[3:]
+            indices = tuple(rest[0]) if rest else ()
             if not isinstance(facts, dict) or not all(isinstance(recorded, list) for recorded in facts.values()):
                 raise TypeError(facts)
-            result = FileResult(tuple(Finding(relpath, *finding) for finding in findings), stored_facts=facts or None)
-        except (TypeError, ValueError, AttributeError, KeyError):
-            return None  # an entry from a damaged cache file is recomputed
-        # A summary checked after the walk needs no check here (nor the module that checks dependencies).
-        checked = {
-            name: known
-            for name, known in dependencies.items()
-            if not (self.defer_summaries and name.startswith(SUMMARY_PREFIX))
-        }
-        if checked:
-            from corral.gates.analysis.modules import dependency_holds
-
-            if not all(dependency_holds(self.root, name, known, self.whole_tree) for name, known in checked.items()):
+            dependencies = self._dependencies_if_held(indices) if indices else {}
+            if dependencies is None:
                 return None
-        if dependencies:
-            result = result._replace(dependencies=dependencies)
+            if not findings and not facts and indices in self._bare_results:
+                return self._bare_results[indices]
+            result = FileResult(
+                tuple(Finding(relpath, *finding) for finding in findings),
+                stored_facts=facts or None,
+                dependencies=dependencies or None,
+            )
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError):
+            return None  # an entry from a damaged cache file is recomputed
+        if not findings and not facts:
+            self._bare_results[indices] = result
         return result
 
+    def _dependencies_if_held(self, indices: tuple[int, ...]) -> dict[str, tuple[int, int, str]] | None:
+        """The dependency records at `indices` of the file's table, None when one no longer holds; asked once
+        per run for each set (many results share theirs), each record checked once."""
+        if indices in self._held_sets:
+            return self._held_sets[indices]
+        records: dict[str, tuple[int, int, str]] = {}
+        for index in indices:
+            name, known, holds = self._checked_record(index)
+            if not holds:
+                self._held_sets[indices] = None
+                return None
+            records[name] = known
+        self._held_sets[indices] = records
+        return records
+
+    def _record(self, index: int) -> tuple[str, tuple[int, int, str]]:
+        """Dependency record `index` of the file's table: its name and (mtime ns, size, content hash)."""
+        name, mtime, size, digest = self.dependencies[index]
+        if not isinstance(name, str) or index < 0:
+            raise TypeError(name)
+        return name, (int(mtime), int(size), str(digest))
+
+    def _checked_record(self, index: int) -> tuple[str, tuple[int, int, str], bool]:
+        """Record `index` and whether it still holds, checked once per run. A summary checked after the walk
+        needs no check here; a file record is settled by its stamp, or by its absence, without the module
+        that reads and hashes files, as long as that is the answer."""
+        checked = self._checked_records.get(index)
+        if checked is None:
+            name, known = self._record(index)
+            summary = name.startswith(SUMMARY_PREFIX)
+            if (summary and (self.defer_summaries or self._stored_summary_holds(name, known[2]))) or (
+                not name.startswith("*") and _settled_by_stamp(os.path.join(self.root, name), known)
+            ):
+                holds = True
+            else:
+                from corral.gates.analysis.modules import dependency_holds
+
+                holds = dependency_holds(self.root, name, known, self.whole_tree)
+            checked = self._checked_records[index] = (name, known, holds)
+        return checked
+
     def store(self, relpath: str, stamp: Stamp | None, key: str, result: FileResult, *, hit: bool) -> None:
-        if stamp is not None:
-            self.used_stamps[relpath] = [*stamp, key]
-            self.changed = self.changed or self.stamps.get(relpath) != self.used_stamps[relpath]
+        if stamp is None:
+            return  # nothing to tell the next run's file by
         if hit:
-            self.used[key] = self.results[key]
+            entry = self.entries[relpath]
+            if entry[0] != stamp[0] or entry[1] != stamp[1]:
+                # Served by its content: the stamp is new (a checkout rewrote the file as it was).
+                entry = [*stamp, *entry[2:]]
+                self.changed = True
+            self.used[relpath] = entry
             return
         stored = result.stored_facts if result.stored_facts is not None else _facts_to_json(result.facts)
-        entry: list[Any] = [[list(f)[1:] for f in result.findings], stored]
+        findings = [list(f)[1:] for f in result.findings]
+        bare = not findings and not stored and not result.dependencies
+        self.used[relpath] = [*stamp, key] if bare else [*stamp, key, findings, stored]
         if result.dependencies:
-            entry.append(result.dependencies)
-        self.used[key] = entry
+            self.new_dependencies[relpath] = result.dependencies
         self.changed = True
 
     def project_output(self, inputs: list[tuple[str, str | None]]) -> tuple[list[Finding], dict[str, Any]] | None:
@@ -200,23 +270,46 @@ class Cache:
 
     def discard(self) -> None:
         """Forget every stored result (the next run starts cold and writes the file anew)."""
-        self.results, self.stamps, self.project, self.used, self.used_stamps = {}, {}, None, {}, {}
+        self.entries, self.dependencies, self.project, self.used, self.new_dependencies = {}, [], None, {}, {}
+        self._checked_records, self._held_sets, self._bare_results = {}, {}, {}
+        self.summaries, self._project_stamps = {}, None
         with contextlib.suppress(OSError):
             self.file.unlink()
 
     def save(self) -> None:
         """Write this run's entries, and as many older ones again (a run over a few files keeps the rest
-        of the project's), atomically."""
-        if not self.changed:
+        of the project's), atomically, with a new table of the dependency records they name."""
+        if not self.changed and (self.summaries or not self.defer_summaries):
             return
-        results, stamps = dict(self.used), dict(self.used_stamps)
-        keep = max(2 * len(results), 5000)
-        for relpath, known in self.stamps.items():
-            if len(results) >= keep:
+        entries = dict(self.used)
+        keep = max(2 * len(entries), 5000)
+        for relpath, entry in self.entries.items():
+            if len(entries) >= keep:
                 break
-            if relpath not in stamps and isinstance(known, list) and len(known) == 3 and known[2] in self.results:
-                stamps[relpath] = known
-                results[known[2]] = self.results[known[2]]
+            if relpath not in entries:
+                entries[relpath] = entry
+        table: dict[tuple[str, tuple[int, int, str]], int] = {}
+
+        def index_of(record: tuple[str, tuple[int, int, str]]) -> int:
+            return table.setdefault(record, len(table))
+
+        written: dict[str, list[Any]] = {}
+        for relpath, entry in entries.items():
+            fresh = self.new_dependencies.get(relpath)
+            if fresh is not None:
+                entry = [*entry, [index_of(record) for record in fresh.items()]]
+            elif len(entry) > 5:
+                try:
+                    entry = [*entry[:5], [index_of(self._record(index)) for index in entry[5]]]
+                except (TypeError, ValueError, IndexError):
+                    continue  # an older entry from a damaged file is not written again
+            written[relpath] = entry
+        dependencies = [[name, *known] for name, known in table]
+        if self.defer_summaries:
+            summaries = self._project_summaries(written, dependencies)
+            if not self.changed and summaries == self.summaries:
+                return
+            self.summaries = summaries
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             gitignore = self.file.parent / ".gitignore"
@@ -226,12 +319,60 @@ class Cache:
 
             temporary = self.file.with_suffix(f".{os.getpid()}.tmp")
             with temporary.open("w", encoding="utf-8") as out:
-                document = {"results": results, "stamps": stamps, "project": self.project}
+                document = {
+                    "files": written,
+                    "dependencies": dependencies,
+                    "project": self.project,
+                    "summaries": self.summaries,
+                }
                 json.dump(document, out, separators=(",", ":"))
             os.replace(temporary, self.file)
         except OSError:
             # A read-only checkout still gets checked; it only misses the speed-up next time.
             pass
+
+    def _project_summaries(self, written: dict[str, list[Any]], dependencies: list[Any]) -> dict[str, Any]:
+        """Each project summary this run's results hold (`name -> [digest, stamps of the project's files]`),
+        for a run over the whole project, so that a front checking one file (flake8) can tell a summary
+        still holds from the files' stamps instead of computing it. None is kept when a file of the run may
+        have changed while the run read it (modified after the run began: a summary a worker computed
+        might predate it), nor when the run's results disagree on a summary."""
+        margin = self.opened_at - _CLOCK_MARGIN_NS
+        stamps: list[tuple[str, int, int]] = []
+        digests: dict[str, set[str]] = {}
+        for relpath in self.used:
+            entry = written.get(relpath)
+            if entry is None or not isinstance(entry[0], int) or entry[0] >= margin:
+                return {}
+            stamps.append((relpath, entry[0], entry[1]))
+            for index in entry[5] if len(entry) > 5 else ():
+                name, _, _, digest = dependencies[index]
+                if name.startswith(SUMMARY_PREFIX):
+                    digests.setdefault(name, set()).add(digest)
+        if not digests:
+            return {}
+        files = _stamps_digest(stamps)
+        return {name: [found.pop(), files] for name, found in digests.items() if len(found) == 1}
+
+    def _stored_summary_holds(self, name: str, digest: str) -> bool:
+        """Whether summary `name` is the one stored with this digest and the project's files still have
+        the stamps it was stored with (each file's stamp read once per process)."""
+        stored = self.summaries.get(name)
+        if not isinstance(stored, list) or len(stored) != 2 or stored[0] != digest:
+            return False
+        if self._project_stamps is None:
+            from corral.gates.analysis.modules import project_files
+
+            prefix = str(self.root).rstrip(os.sep) + os.sep
+            stamps = []
+            for path in project_files(self.root, self.whole_tree):
+                try:
+                    status = os.stat(path)
+                except OSError:
+                    return False  # not a file the run could have stamped
+                stamps.append((path.removeprefix(prefix).replace(os.sep, "/"), status.st_mtime_ns, status.st_size))
+            self._project_stamps = _stamps_digest(stamps)
+        return bool(stored[1] == self._project_stamps)
 
 
 def _inputs_digest(inputs: list[tuple[str, str | None]]) -> str | None:
@@ -244,6 +385,27 @@ def _inputs_digest(inputs: list[tuple[str, str | None]]) -> str | None:
             return None
         digest.update(f"{relpath}\0{key}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
+
+
+def _stamps_digest(stamps: list[tuple[str, int, int]]) -> str:
+    """One digest of files' stamps (relative path, mtime ns, size), whatever order they come in."""
+    import hashlib
+
+    digest = hashlib.blake2b(digest_size=16)
+    for relpath, mtime, size in sorted(stamps):
+        digest.update(f"{relpath}\0{mtime}\0{size}\n".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
+def _settled_by_stamp(path: str, known: tuple[int, int, str]) -> bool:
+    """True when a file dependency holds by its stamp alone: unchanged, or still missing."""
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return known == MISSING
+    except OSError:
+        return False
+    return status.st_mtime_ns == known[0] and status.st_size == known[1]
 
 
 def _facts_to_json(facts: dict[str, list[Any]] | None) -> dict[str, list[Any]]:

@@ -59,15 +59,19 @@ def find_projects(paths: Sequence[str], config_file: str | None = None) -> list[
     seen: set[str] = set()
     for shown in named:
         fallback_root = default_config(resolved(shown)).root
+        folder: str | None = None
         for file in iter_files([shown]):
             if file in seen:
                 continue
             seen.add(file)
-            source = nearest_config(os.path.dirname(file), known)
-            root = source.parent if source is not None else fallback_root
-            group = groups.setdefault(root, (source, [], {}))
+            # A walk yields a folder's files together: its configuration is looked up once for them.
+            if os.path.dirname(file) != folder:
+                folder = os.path.dirname(file)
+                source = nearest_config(folder, known)
+                root = source.parent if source is not None else fallback_root
+                group = groups.setdefault(root, (source, [], {}))
+                group[2][shown] = None
             group[1].append(file)
-            group[2][shown] = None
     if not groups:  # nothing to check: the project of the first path says so (with its settings checked)
         first = resolved(named[0])
         source = find_project_config(first)

@@ -209,6 +209,31 @@ def test_damaged_cache_is_ignored(project) -> None:
     assert run_corral("check", cwd=root).stdout.count("CRL101") == 1
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda document: document["files"].update({"a.py": "not an entry"}),
+        lambda document: document["files"]["a.py"].__setitem__(3, "not findings"),
+        lambda document: document["files"]["b.py"].append([99]),  # an index past the dependency table
+        lambda document: document["files"]["b.py"].append(["x"]),
+        lambda document: (document["files"]["b.py"].append([0]), document.update({"dependencies": [["b", "x", 1, 2]]})),
+        lambda document: document.update({"summaries": {"*summary:x:y": "not a pair"}}),
+        lambda document: document.update({"summaries": []}),
+    ],
+    ids=["entry", "findings", "index", "index type", "record", "summary", "summaries"],
+)
+def test_a_damaged_entry_is_checked_again(project, damage) -> None:
+    root = project({"a.py": SPAWNING, "b.py": "x = 1\n"})
+    first = run_corral("check", cwd=root)
+    (cache_file,) = (root / ".corral_cache").glob("results-*.json")
+    document = json.loads(cache_file.read_text())
+    document["files"]["b.py"][3:] = [[], {}]
+    damage(document)
+    cache_file.write_text(json.dumps(document))
+    again = run_corral("check", cwd=root)
+    assert (again.returncode, again.stdout, again.stderr) == (first.returncode, first.stdout, first.stderr)
+
+
 def test_many_files_in_parallel_match_serial(project) -> None:
     files = {f"pkg/m{i}.py": (SPAWNING if i % 7 == 0 else "x = 1\n") for i in range(450)}
     root = project(files)

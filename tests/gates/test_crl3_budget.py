@@ -290,9 +290,10 @@ def test_a_cached_fact_that_does_not_read_back_costs_one_cold_run(project) -> No
     (cache_file,) = (root / ".corral_cache").glob("results-*.json")
     document = json.loads(cache_file.read_text())
     damaged = 0
-    for entry in document["results"].values():
-        for kind in entry[1]:
-            entry[1][kind] = [{"not": "a field"}]
+    # Each path's entry: [mtime ns, size, key, findings, facts, ...]; the facts are its fifth item.
+    for entry in document["files"].values():
+        for kind in entry[4] if len(entry) > 4 else ():
+            entry[4][kind] = [{"not": "a field"}]
             damaged += 1
     assert damaged
     cache_file.write_text(json.dumps(document))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from pathlib import Path
 
@@ -260,27 +262,24 @@ def test_a_cached_result_follows_the_wrapper_it_used(wrappers: Path) -> None:
     assert len(findings(wrappers)) == 10
 
 
+# views.py uses a project context manager that opens no transaction (yet).
+GUARDED = {
+    "pyproject.toml": "[tool.corral]\n",
+    "app/__init__.py": "",
+    "app/views.py": """
+        import requests
+        from app.locks import guarded
+        def place(order):
+            with guarded():
+                requests.post(order, timeout=5)
+        """,
+    "app/locks.py": "from contextlib import contextmanager\n@contextmanager\ndef guarded():\n    yield\n",
+}
+
+
 @pytest.mark.parametrize("paths", [(), ("app/views.py",)], ids=["the project", "one file"])
 def test_a_file_the_prefilter_ruled_out_is_rechecked_when_a_wrapper_appears(project, paths: tuple[str, ...]) -> None:
-    root = project(
-        {
-            "pyproject.toml": "[tool.corral]\n",
-            "app/__init__.py": "",
-            "app/views.py": """
-                import requests
-                from app.locks import guarded
-                def place(order):
-                    with guarded():
-                        requests.post(order, timeout=5)
-                """,
-            "app/locks.py": """
-                from contextlib import contextmanager
-                @contextmanager
-                def guarded():
-                    yield
-                """,
-        }
-    )
+    root = project(GUARDED)
     assert findings(root) == []  # neither file opens a transaction: views.py is not even parsed
     locks = root / "app" / "locks.py"
     locks.write_text(locks.read_text().replace("    yield", "    with transaction.atomic():\n        yield"))
@@ -458,6 +457,7 @@ def test_the_pre_pass_stays_fast_on_comments_made_of_hashes(tmp_path: Path) -> N
 
 def test_the_cache_spells_the_summary_prefix_as_the_analysis_does() -> None:
     assert cache.SUMMARY_PREFIX == modules.SUMMARY_PREFIX
+    assert cache.MISSING == modules.MISSING
 
 
 def test_flake8_follows_the_signals_too(signals: Path) -> None:
@@ -622,3 +622,43 @@ def test_a_job_a_signal_receiver_enqueues_is_reported_at_the_send_with_the_chain
     assert findings(root, "--no-cache") == expected
     completed = run_flake8_crl("app/views.py", cwd=root)
     assert completed.stdout.splitlines() == expected
+
+
+def test_flake8_sees_a_new_project_wrapper_past_the_cache(project) -> None:
+    root = project(GUARDED)
+    assert run_corral("check", cwd=root).returncode == 0  # views.py's result rests on the project's wrappers
+    (root / "app" / "locks.py").write_text(
+        "from contextlib import contextmanager\nfrom django.db import transaction\n@contextmanager\n"
+        "def guarded():\n    with transaction.atomic():\n        yield\n"
+    )
+    completed = run_flake8_crl("app/views.py", cwd=root)
+    assert [line.split(" (")[0] for line in completed.stdout.splitlines()] == [
+        "app/views.py:5:9: CRL401 requests.post inside guarded()"
+    ], completed.stderr
+
+
+def test_flake8_trusts_a_stored_project_summary_only_while_every_project_file_keeps_its_stamp(project) -> None:
+    root = project(GUARDED)
+    # Files written long before the run: what it computed is stored with their stamps.
+    hour_ago = time.time() - 3600
+    for file in root.rglob("*.py"):
+        os.utime(file, (hour_ago, hour_ago))
+    assert run_corral("check", cwd=root).returncode == 0
+    (cache_file,) = (root / ".corral_cache").glob("results-*.json")
+    document = json.loads(cache_file.read_text())
+    (name,) = document["summaries"]
+    # A stored summary the files' stamps vouch for is taken as it is: one rewritten here, and the record of
+    # views.py's result naming it, make a planted finding come back.
+    document["summaries"][name][0] = "planted"
+    (record,) = [record for record in document["dependencies"] if record[0] == name]
+    record[3] = "planted"
+    entry = document["files"]["app/views.py"]
+    document["files"]["app/views.py"] = [*entry[:3], [[1, 1, "CRL401", "planted in the cache"]], {}, entry[5]]
+    cache_file.write_text(json.dumps(document))
+    assert run_flake8_crl("app/views.py", cwd=root).stdout.splitlines() == [
+        "app/views.py:1:1: CRL401 planted in the cache"
+    ]
+    # A new project file: the stored summary is not vouched for; computed, it is not the planted one.
+    (root / "app" / "more.py").write_text("x = 1\n")
+    completed = run_flake8_crl("app/views.py", cwd=root)
+    assert (completed.returncode, completed.stdout) == (0, ""), completed.stderr

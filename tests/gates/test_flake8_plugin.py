@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_corral
+from conftest import copy_project, run_corral, run_flake8_crl
 from corral.gates.config import load_config
 from corral.gates.engine.run import check_paths
 from corral.gates.findings import Finding
-from expectations import assert_matches, read_expectations, rule_fixture_folders
+from expectations import FIXTURES, assert_matches, read_expectations, rule_fixture_folders
 
 FLAKE8 = str(Path(sys.executable).parent / "flake8")
 # flake8 prints each finding as path, line, column, code and message, tab-separated.
@@ -281,3 +281,54 @@ def test_flake8_matches_corral_check_on_fixture_variants(fixture: Path, variant:
         if not any(want.accepts(finding) for finding in project if finding.path == relpath)
     ]
     assert_matches([Finding(*found) for found in from_flake8], expected, f"{relpath} [{variant}]")
+
+
+def _plant_message(root: Path, relpath: str, message: str) -> None:
+    """Rewrite the message of every finding the gate's cache stores for `relpath`."""
+    (cache_file,) = (root / ".corral_cache").glob("results-*.json")
+    document = json.loads(cache_file.read_text())
+    entry = document["files"][relpath]  # [mtime ns, size, key, findings, facts, ...]
+    for finding in entry[3]:
+        finding[3] = message
+    cache_file.write_text(json.dumps(document))
+
+
+def test_flake8_answers_an_unchanged_file_from_the_cache_corral_check_left(project) -> None:
+    root = project({"pyproject.toml": "[tool.corral]\n", "app/a.py": SPAWNING})
+    assert run_corral("check", cwd=root).returncode == 1
+    # What the plugin reports for an unchanged file is the stored result (here, one the test planted).
+    _plant_message(root, "app/a.py", "planted in the cache")
+    completed = run_flake8_crl("app/a.py", cwd=root)
+    assert completed.stdout.splitlines() == ["app/a.py:2:1: CRL101 planted in the cache"], completed.stderr
+    # Changed bytes are checked again.
+    (root / "app" / "a.py").write_text("\n" + SPAWNING)
+    completed = run_flake8_crl("app/a.py", cwd=root)
+    assert [line.split(": ")[0] for line in completed.stdout.splitlines()] == ["app/a.py:3:1"]
+    assert "planted" not in completed.stdout
+
+
+def test_flake8_checks_again_a_file_whose_cached_result_no_longer_holds(tmp_path: Path) -> None:
+    root = tmp_path / "shop"
+    copy_project(FIXTURES / "crl4_projects" / "shop", root)
+    assert run_corral("check", cwd=root).returncode == 1
+    _plant_message(root, "shop/views.py", "planted in the cache")
+    assert "planted in the cache" in run_flake8_crl("shop/views.py", cwd=root).stdout
+    # The helper two modules away stops calling the network: the stored result is not served, whatever it says.
+    partners = root / "shop" / "partners.py"
+    partners.write_text(
+        partners.read_text().replace("    return requests.post(url, json=payload, timeout=5)", "    return url")
+    )
+    completed = run_flake8_crl("shop/views.py", cwd=root)
+    assert (completed.returncode, completed.stdout) == (0, ""), completed.stderr
+
+
+def test_flake8_checks_every_file_past_a_damaged_cache(project) -> None:
+    root = project({"pyproject.toml": "[tool.corral]\n", "app/a.py": SPAWNING})
+    run_corral("check", cwd=root)
+    (cache_file,) = (root / ".corral_cache").glob("results-*.json")
+    for damage in ('{"files": {"app/a.py": [1, 2]}, "dependencies": "x"}', "{not json", ""):
+        cache_file.write_text(damage)
+        completed = run_flake8_crl("app/a.py", cwd=root)
+        assert [line.split(";")[0] for line in completed.stdout.splitlines()] == [
+            "app/a.py:2:1: CRL101 threading.Thread outside infra"
+        ], completed.stderr
