@@ -75,5 +75,6 @@ def copy_project(source: Path, target: Path) -> None:
     root marked by a `pyproject.toml` with `[tool.corral]`. The marker is written here, not kept in the
     repository: there the fixtures are files of corral's own project, judged by its settings as the tests
     they are, so that `corral check .` at the top passes."""
-    shutil.copytree(source, target)
+    # Caches a run inside the checkout left there are not the copy's.
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".corral_cache", "__pycache__"))
     (target / "pyproject.toml").write_text("[tool.corral]\n")
