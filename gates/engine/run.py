@@ -15,7 +15,7 @@ import stat
 import sys
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -239,6 +239,18 @@ def _prepare(config: Config, cache: Cache | None) -> None:
     _RUN = (config, cache)
 
 
+def _summarise_project(config: Config) -> None:
+    """Compute the project summaries the rules `select` runs read (CRL401's transaction wrappers: every file
+    of the project read, a few parsed), once: forked workers inherit them instead of each computing its own.
+    A summary no file turns out to need costs this run its computation, never a finding: only a file whose
+    prefilter or check asks for one records it as a dependency."""
+    from corral.gates.analysis.modules import project_summary
+    from corral.gates.rules import RULES
+
+    for name in dict.fromkeys(name for rule in RULES if _runs(rule.codes, config) for name in rule.summaries):
+        project_summary(config.root, name, config.whole_tree)
+
+
 def _check_file(path: str) -> tuple[Stamp | None, str | None, FileResult, bool]:
     """One file's stamp and cache key (None when uncached), its result, and whether the cache answered."""
     assert _RUN is not None
@@ -315,7 +327,14 @@ def check_paths(
         # every worker inherits them instead of loading them itself.
         importlib.import_module("corral.gates.rules")
     # A cold run checks the first files a walk finds while it looks for the rest.
-    outcomes = map_paths(_check_file, found, start_after=start_after, initializer=_prepare, initargs=(config, cache))
+    outcomes = map_paths(
+        _check_file,
+        found,
+        start_after=start_after,
+        initializer=_prepare,
+        initargs=(config, cache),
+        shared=partial(_summarise_project, config),
+    )
     if cache is not None and cache.defer_summaries and not all(outcome[3] for outcome in outcomes.values()):
         _recheck_stale_summaries(outcomes, config)
     results: dict[str, FileResult] = {}

@@ -1,14 +1,19 @@
-"""The gate's worker processes: every path answered once, whatever a worker does, while paths still come."""
+"""The gate's worker processes: every path answered once, whatever a worker does, while paths still come; what
+every worker needs of the whole project computed once, before they start."""
 
 from __future__ import annotations
 
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 import pytest
+from corral.gates.config import load_config
+from corral.gates.engine import run
 from corral.gates.engine.infra import parallel
+from corral.gates.knowledge import transaction_scopes
 
 PARENT = os.getpid()
 SETTING: list[int] = []
@@ -104,3 +109,76 @@ def test_spawned_pool_for_platforms_without_fork() -> None:
     # Spawned workers import what they run: builtins keep the test independent of this module's path.
     results = parallel._map_in_spawned_pool(str.upper, PATHS[:40], 2, int, ())
     assert results == [path.upper() for path in PATHS[:40]]
+
+
+WRAPPED_PROJECT = {
+    "pyproject.toml": "[tool.corral]\n",
+    "app/db.py": """
+        from contextlib import contextmanager
+        from django.db import transaction
+
+        @contextmanager
+        def db_transaction():
+            with transaction.atomic():
+                yield
+        """,
+    "app/views.py": """
+        import requests
+        from app.db import db_transaction
+
+        def pay(url):
+            with db_transaction():
+                requests.post(url, timeout=5)
+        """,
+    # Enough other files that the run starts its workers.
+    **{f"app/module_{number}.py": f"VALUE = {number}\n" for number in range(run.PARALLEL_THRESHOLD)},
+}
+
+
+def _summaries_counted(monkeypatch: pytest.MonkeyPatch, calls: Path) -> None:
+    """Every computation of the wrapper summary, in whichever process, appends that process's id to `calls`."""
+    computed = transaction_scopes.wrapper_words
+
+    def counted(root: Path, paths: Sequence[str]) -> frozenset[str]:
+        with calls.open("a") as out:
+            out.write(f"{os.getpid()}\n")
+        return computed(root, paths)
+
+    monkeypatch.setattr(transaction_scopes, "wrapper_words", counted)
+
+
+@needs_cores
+def test_workers_inherit_the_project_summary_computed_once_before_they_start(
+    project: Callable[[dict[str, str]], Path], tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = project(WRAPPED_PROJECT)
+    calls = tmp_path_factory.mktemp("calls") / "pids"
+    _summaries_counted(monkeypatch, calls)
+    result = run.check_paths([str(root)], load_config([str(root)], None), use_cache=False)
+    assert [(finding.path, finding.code) for finding in result.findings] == [("app/views.py", "CRL401")]
+    assert calls.read_text().split() == [str(PARENT)]
+
+
+@needs_cores
+def test_a_summary_no_selected_rule_reads_is_not_computed(
+    project: Callable[[dict[str, str]], Path], tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = project(WRAPPED_PROJECT)
+    calls = tmp_path_factory.mktemp("calls") / "pids"
+    _summaries_counted(monkeypatch, calls)
+    config = load_config([str(root)], None)._replace(select=("CRL1",))
+    assert run.check_paths([str(root)], config, use_cache=False).findings == []
+    assert not calls.exists()
+
+
+def test_a_run_in_one_process_computes_a_summary_only_when_a_file_asks(
+    project: Callable[[dict[str, str]], Path], tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = tmp_path_factory.mktemp("calls") / "pids"
+    _summaries_counted(monkeypatch, calls)
+    root = project({"pyproject.toml": "[tool.corral]\n", "app/tests/test_values.py": "VALUE = 1\n"})
+    assert run.check_paths([str(root)], load_config([str(root)], None), use_cache=False).findings == []
+    assert not calls.exists()  # CRL401 does not judge tests: no prefilter asked
+    (root / "app" / "values.py").write_text("VALUE = 1\n")
+    assert run.check_paths([str(root)], load_config([str(root)], None), use_cache=False).findings == []
+    assert calls.read_text().split() == [str(PARENT)]  # the file's CRL401 prefilter asked for it

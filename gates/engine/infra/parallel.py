@@ -2,7 +2,8 @@
 
 Paths arrive while they are still being found (a folder walk yields as it goes). The first few are kept
 here; once there are enough to pay for workers, the workers are forked (on Linux: they inherit the
-loaded engine and the run's settings, for about a millisecond each) and every path, those kept and those
+loaded engine, the run's settings and what every worker would otherwise compute for itself (a summary of
+the whole project), for about a millisecond each) and every path, those kept and those
 still to come, goes into one pipe as a fixed-size record that the workers draw from: finding files
 overlaps with checking them, and a worker that drew large files simply draws fewer. Each worker sends its
 results back, pickled, on a pipe of its own. A worker that fails or dies leaves its paths unanswered, and
@@ -34,10 +35,13 @@ def map_paths(
     start_after: int,
     initializer: Callable[..., None],
     initargs: tuple[Any, ...],
+    shared: Callable[[], None] | None = None,
 ) -> dict[str, Result]:
     """`{path: function(path)}` for every path `paths` yields, spread over the machine's cores once
     `start_after` paths have come (a smaller run is checked here, on one core). `initializer(*initargs)`
-    runs first, here and in every worker."""
+    runs first, here and in every worker. `shared()` runs here, once, before forked workers start, and only
+    then: what every worker would otherwise compute for itself, each inheriting it instead (spawned workers
+    inherit nothing, and a run in this process computes only what it needs)."""
     coming = iter(paths)
     first = list(islice(coming, start_after))
     workers = cores()
@@ -48,8 +52,10 @@ def map_paths(
         everything = [*first, *coming]
         answers = _map_in_spawned_pool(function, everything, workers, initializer, initargs)
         return dict(zip(everything, answers, strict=True))
-    # Forked workers inherit what the initializer sets up here.
+    # Forked workers inherit what the initializer and `shared` set up here.
     initializer(*initargs)
+    if shared is not None:
+        shared()
     return _map_in_forks(function, chain(first, coming), workers)
 
 
