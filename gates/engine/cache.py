@@ -134,13 +134,10 @@ class Cache:
         if entry == _NOTHING_FOUND:
             return FileResult()  # most files: read back without building anything
         try:
-            findings, facts, *rest = entry
-            dependencies = {name: (int(a), int(b), str(c)) for name, (a, b, c) in (rest[0] if rest else {}).items()}
-            if not isinstance(facts, dict) or not all(isinstance(recorded, list) for recorded in facts.values()):
-                raise TypeError(facts)
-            result = FileResult(tuple(Finding(relpath, *finding) for finding in findings), stored_facts=facts or None)
+            result = result_from_json(relpath, entry)
         except (TypeError, ValueError, AttributeError, KeyError):
             return None  # an entry from a damaged cache file is recomputed
+        dependencies = result.dependencies or {}
         # A summary checked after the walk needs no check here (nor the module that checks dependencies).
         checked = {
             name: known
@@ -152,8 +149,6 @@ class Cache:
 
             if not all(dependency_holds(self.root, name, known, self.whole_tree) for name, known in checked.items()):
                 return None
-        if dependencies:
-            result = result._replace(dependencies=dependencies)
         return result
 
     def store(self, relpath: str, stamp: Stamp | None, key: str, result: FileResult, *, hit: bool) -> None:
@@ -163,11 +158,7 @@ class Cache:
         if hit:
             self.used[key] = self.results[key]
             return
-        stored = result.stored_facts if result.stored_facts is not None else _facts_to_json(result.facts)
-        entry: list[Any] = [[list(f)[1:] for f in result.findings], stored]
-        if result.dependencies:
-            entry.append(result.dependencies)
-        self.used[key] = entry
+        self.used[key] = result_to_json(result)
         self.changed = True
 
     def project_output(self, inputs: list[tuple[str, str | None]]) -> tuple[list[Finding], dict[str, Any]] | None:
@@ -244,6 +235,30 @@ def _inputs_digest(inputs: list[tuple[str, str | None]]) -> str | None:
             return None
         digest.update(f"{relpath}\0{key}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
+
+
+def result_to_json(result: FileResult) -> list[Any]:
+    """A result in the JSON form the cache stores (and a worker sends back): its findings without their
+    path, its facts' JSON form, then its dependencies if any."""
+    stored = result.stored_facts if result.stored_facts is not None else _facts_to_json(result.facts)
+    entry: list[Any] = [[list(f)[1:] for f in result.findings], stored]
+    if result.dependencies:
+        entry.append(result.dependencies)
+    return entry
+
+
+def result_from_json(relpath: str, entry: Any) -> FileResult:
+    """The result of `relpath` back from `result_to_json`'s form (its facts kept in their JSON form until
+    read: `FileResult.typed_facts`); TypeError, ValueError, AttributeError or KeyError for a damaged one."""
+    findings, facts, *rest = entry
+    dependencies = {name: (int(a), int(b), str(c)) for name, (a, b, c) in (rest[0] if rest else {}).items()}
+    if not isinstance(facts, dict) or not all(isinstance(recorded, list) for recorded in facts.values()):
+        raise TypeError(facts)
+    return FileResult(
+        tuple(Finding(relpath, *finding) for finding in findings),
+        stored_facts=facts or None,
+        dependencies=dependencies or None,
+    )
 
 
 def _facts_to_json(facts: dict[str, list[Any]] | None) -> dict[str, list[Any]]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from corral.gates.config import DEFAULT_MAX_FILE_SIZE, Config, ConfigError, did_you_mean, warn
-from corral.gates.engine.cache import Cache, DamagedCache, FileResult, Stamp
+from corral.gates.engine.cache import Cache, DamagedCache, FileResult, Stamp, result_from_json, result_to_json
 from corral.gates.engine.infra.parallel import map_paths
 from corral.gates.findings import Finding
 from corral.gates.source.deployments import deployment_inputs
@@ -230,6 +230,8 @@ def unusable_config(relpath: str, error: Exception) -> Finding:
     return Finding(relpath, 1, 1, EngineCodes.CONFIG_ERROR, message)
 
 
+# One file's stamp and cache key (None when uncached), its result, and whether the cache answered.
+Outcome = tuple[Stamp | None, str | None, FileResult, bool]
 # What every file's check shares in one run; set before the files are checked, inherited by workers.
 _RUN: tuple[Config, Cache | None] | None = None
 
@@ -251,8 +253,8 @@ def _summarise_project(config: Config) -> None:
         project_summary(config.root, name, config.whole_tree)
 
 
-def _check_file(path: str) -> tuple[Stamp | None, str | None, FileResult, bool]:
-    """One file's stamp and cache key (None when uncached), its result, and whether the cache answered."""
+def _check_file(path: str) -> Outcome:
+    """One file's outcome: from the cache, or checked."""
     assert _RUN is not None
     config, cache = _RUN
     relpath = relative_path(path, config.root)
@@ -283,6 +285,26 @@ def _check_file(path: str) -> tuple[Stamp | None, str | None, FileResult, bool]:
     if cached is not None:
         return stamp, key, cached, True
     return stamp, key, check_source(relpath, data, config), False
+
+
+def _outcome_to_json(outcome: Outcome) -> list[Any]:
+    """A worker's outcome for one file as JSON: the result in the form the cache stores it."""
+    stamp, key, result, hit = outcome
+    return [stamp, key, result_to_json(result), hit]
+
+
+def _outcome_from_json(path: str, data: Any) -> Outcome:
+    """A worker's outcome back, its facts typed at once: a fact that does not read back is a ValueError here
+    (the file is checked again in this process), never a damaged cache later."""
+    assert _RUN is not None
+    stamp, key, entry, hit = data
+    result = result_from_json(relative_path(path, _RUN[0].root), entry)
+    try:
+        facts = result.typed_facts()
+    except DamagedCache as damaged:
+        raise ValueError(f"a worker's facts for {path} do not read back") from damaged
+    stamped = None if stamp is None else (int(stamp[0]), int(stamp[1]))
+    return stamped, None if key is None else str(key), result._replace(facts=facts, stored_facts=None), bool(hit)
 
 
 def _unreadable(path: str, error: OSError) -> Uncheckable:
@@ -333,6 +355,8 @@ def check_paths(
         start_after=start_after,
         initializer=_prepare,
         initargs=(config, cache),
+        to_json=_outcome_to_json,
+        from_json=_outcome_from_json,
         shared=partial(_summarise_project, config),
     )
     if cache is not None and cache.defer_summaries and not all(outcome[3] for outcome in outcomes.values()):
@@ -377,9 +401,6 @@ def check_paths(
     return CheckResult(
         config.root, len(outcomes), sorted(findings), results, reports, not_run(config.select), config.max_file_size
     )
-
-
-Outcome = tuple[Stamp | None, str | None, FileResult, bool]
 
 
 def _recheck_stale_summaries(outcomes: dict[str, Outcome], config: Config) -> None:

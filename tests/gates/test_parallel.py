@@ -10,12 +10,14 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from conftest import copy_project
 from corral.gates.config import load_config
 from corral.gates.engine import run
 from corral.gates.engine.infra import parallel
 from corral.gates.knowledge import transaction_scopes
 
 PARENT = os.getpid()
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 SETTING: list[int] = []
 PATHS = [f"/project/app/module_{number}.py" for number in range(400)]
 
@@ -45,8 +47,24 @@ def _open_descriptors() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def _as_json(value: object) -> object:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _read_back(path: str, data: object) -> object:
+    return tuple(data) if isinstance(data, list) else data
+
+
 def _map(function, paths, start_after: int = 50):  # type: ignore[no-untyped-def]
-    return parallel.map_paths(function, paths, start_after=start_after, initializer=_configure, initargs=(3,))
+    return parallel.map_paths(
+        function,
+        paths,
+        start_after=start_after,
+        initializer=_configure,
+        initargs=(3,),
+        to_json=_as_json,
+        from_json=_read_back,
+    )
 
 
 needs_cores = pytest.mark.skipif(parallel.cores() < 2, reason="one core: no workers are started")
@@ -182,3 +200,46 @@ def test_a_run_in_one_process_computes_a_summary_only_when_a_file_asks(
     (root / "app" / "values.py").write_text("VALUE = 1\n")
     assert run.check_paths([str(root)], load_config([str(root)], None), use_cache=False).findings == []
     assert calls.read_text().split() == [str(PARENT)]  # the file's CRL401 prefilter asked for it
+
+
+def _refuses_a_workers_answer(path: str, data: object) -> object:
+    answer = _read_back(path, data)
+    if isinstance(answer, tuple) and answer[1] != PARENT:
+        raise ValueError("an answer that does not read back")
+    return answer
+
+
+@needs_cores
+def test_a_worker_answer_that_does_not_read_back_loses_no_path() -> None:
+    results = parallel.map_paths(
+        _answer, PATHS, start_after=50, initializer=_configure, initargs=(3,), to_json=_as_json,
+        from_json=_refuses_a_workers_answer,
+    )  # fmt: skip
+    assert {path: value for path, (value, _, _) in results.items()} == {path: path.upper() + "3" for path in PATHS}
+    assert {pid for _, pid, _ in results.values()} == {PARENT}
+
+
+@needs_cores
+def test_results_sent_back_as_json_are_the_results_of_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Findings, typed facts (job kinds, runtimes) and dependencies cross from the workers whole."""
+    roots, facts = [], []
+    for name in ("crl2_projects/django_celery", "crl4_projects/wrappers"):
+        copy_project(FIXTURES / name, tmp_path / name)
+        roots.append(tmp_path / name)
+    for root in roots:
+        for number in range(run.PARALLEL_THRESHOLD):
+            (root / f"filler_{number}.py").write_text(f"VALUE = {number}\n")
+        config = load_config([str(root)], None)
+        forked = run.check_paths([str(root)], config, use_cache=False)
+        with monkeypatch.context() as one_core:
+            one_core.setattr(parallel, "cores", lambda: 1)
+            alone = run.check_paths([str(root)], config, use_cache=False)
+        assert forked.findings == alone.findings and forked.findings
+        assert forked.reports == alone.reports
+        assert {relpath: (result.findings, result.typed_facts(), result.dependencies) for relpath, result in
+                forked.results.items()} == {relpath: (result.findings, result.typed_facts(), result.dependencies)
+                                            for relpath, result in alone.results.items()}  # fmt: skip
+        facts.extend(kind for result in forked.results.values() for kind in result.typed_facts() or {})
+    assert facts
