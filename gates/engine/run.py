@@ -19,7 +19,7 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from corral.gates.config import DEFAULT_MAX_FILE_SIZE, Config, ConfigError, did_you_mean, warn
+from corral.gates.config import DEFAULT_MAX_FILE_SIZE, Config, ConfigError, did_you_mean, glob_spec, warn
 from corral.gates.engine.cache import Cache, DamagedCache, FileResult, Stamp, result_from_json, result_to_json
 from corral.gates.engine.infra.parallel import map_paths
 from corral.gates.findings import Finding
@@ -241,14 +241,17 @@ def _prepare(config: Config, cache: Cache | None) -> None:
     _RUN = (config, cache)
 
 
-def _summarise_project(config: Config) -> None:
-    """Compute the project summaries the rules `select` runs read (CRL401's transaction wrappers: every file
-    of the project read, a few parsed), once: forked workers inherit them instead of each computing its own.
-    A summary no file turns out to need costs this run its computation, never a finding: only a file whose
-    prefilter or check asks for one records it as a dependency."""
+def _shared_by_workers(config: Config) -> None:
+    """What every worker would otherwise compute for itself, computed once before they fork: the infra and
+    tests globs (loading `pathspec`, ~25 ms a process), and the project summaries the rules `select` runs
+    read (CRL401's transaction wrappers: every file of the project read, a few parsed). A summary no file
+    turns out to need costs this run its computation, never a finding: only a file whose prefilter or check
+    asks for one records it as a dependency."""
     from corral.gates.analysis.modules import project_summary
     from corral.gates.rules import RULES
 
+    glob_spec(config.infra)
+    glob_spec(config.tests)
     for name in dict.fromkeys(name for rule in RULES if _runs(rule.codes, config) for name in rule.summaries):
         project_summary(config.root, name, config.whole_tree)
 
@@ -357,7 +360,7 @@ def check_paths(
         initargs=(config, cache),
         to_json=_outcome_to_json,
         from_json=_outcome_from_json,
-        shared=partial(_summarise_project, config),
+        shared=partial(_shared_by_workers, config),
     )
     if cache is not None and cache.defer_summaries and not all(outcome[3] for outcome in outcomes.values()):
         _recheck_stale_summaries(outcomes, config)

@@ -137,7 +137,7 @@ def _work(encoded: Callable[[str], str], queue: int, record_size: int, writer: i
         while record := os.read(queue, record_size):
             path = os.fsdecode(record.rstrip(b"\0"))
             done.append(f"[{json.dumps(path)},{encoded(path)}]")
-        with os.fdopen(writer, "w", encoding="ascii") as out:
+        with os.fdopen(writer, "w", encoding="utf-8") as out:
             out.write(f"[{','.join(done)}]")
         status = 0
     finally:
