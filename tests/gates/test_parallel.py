@@ -153,8 +153,11 @@ WRAPPED_PROJECT = {
 }
 
 
-def _summaries_counted(monkeypatch: pytest.MonkeyPatch, calls: Path) -> None:
-    """Every computation of the wrapper summary, in whichever process, appends that process's id to `calls`."""
+@pytest.fixture
+def summary_calls(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A file to which every computation of the wrapper summary, in whichever process, appends that process's
+    id (absent while there was none)."""
+    calls = tmp_path_factory.mktemp("calls") / "pids"
     computed = transaction_scopes.wrapper_words
 
     def counted(root: Path, paths: Sequence[str]) -> frozenset[str]:
@@ -163,43 +166,40 @@ def _summaries_counted(monkeypatch: pytest.MonkeyPatch, calls: Path) -> None:
         return computed(root, paths)
 
     monkeypatch.setattr(transaction_scopes, "wrapper_words", counted)
+    return calls
+
+
+def _check(root: Path, select: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    config = load_config([str(root)], None)
+    result = run.check_paths([str(root)], config._replace(select=select or config.select), use_cache=False)
+    return [(finding.path, finding.code) for finding in result.findings]
 
 
 @needs_cores
 def test_workers_inherit_the_project_summary_computed_once_before_they_start(
-    project: Callable[[dict[str, str]], Path], tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    project: Callable[[dict[str, str]], Path], summary_calls: Path
 ) -> None:
-    root = project(WRAPPED_PROJECT)
-    calls = tmp_path_factory.mktemp("calls") / "pids"
-    _summaries_counted(monkeypatch, calls)
-    result = run.check_paths([str(root)], load_config([str(root)], None), use_cache=False)
-    assert [(finding.path, finding.code) for finding in result.findings] == [("app/views.py", "CRL401")]
-    assert calls.read_text().split() == [str(PARENT)]
+    assert _check(project(WRAPPED_PROJECT)) == [("app/views.py", "CRL401")]
+    assert summary_calls.read_text().split() == [str(PARENT)]
 
 
 @needs_cores
 def test_a_summary_no_selected_rule_reads_is_not_computed(
-    project: Callable[[dict[str, str]], Path], tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    project: Callable[[dict[str, str]], Path], summary_calls: Path
 ) -> None:
-    root = project(WRAPPED_PROJECT)
-    calls = tmp_path_factory.mktemp("calls") / "pids"
-    _summaries_counted(monkeypatch, calls)
-    config = load_config([str(root)], None)._replace(select=("CRL1",))
-    assert run.check_paths([str(root)], config, use_cache=False).findings == []
-    assert not calls.exists()
+    assert _check(project(WRAPPED_PROJECT), select=("CRL1",)) == []
+    assert not summary_calls.exists()
 
 
 def test_a_run_in_one_process_computes_a_summary_only_when_a_file_asks(
-    project: Callable[[dict[str, str]], Path], tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    project: Callable[[dict[str, str]], Path], summary_calls: Path
 ) -> None:
-    calls = tmp_path_factory.mktemp("calls") / "pids"
-    _summaries_counted(monkeypatch, calls)
     root = project({"pyproject.toml": "[tool.corral]\n", "app/tests/test_values.py": "VALUE = 1\n"})
-    assert run.check_paths([str(root)], load_config([str(root)], None), use_cache=False).findings == []
-    assert not calls.exists()  # CRL401 does not judge tests: no prefilter asked
+    assert _check(root) == []
+    assert not summary_calls.exists()  # CRL401 does not judge tests: no prefilter asked
     (root / "app" / "values.py").write_text("VALUE = 1\n")
-    assert run.check_paths([str(root)], load_config([str(root)], None), use_cache=False).findings == []
-    assert calls.read_text().split() == [str(PARENT)]  # the file's CRL401 prefilter asked for it
+    assert _check(root) == []
+    assert summary_calls.read_text().split() == [str(PARENT)]  # the file's CRL401 prefilter asked for it
 
 
 def _refuses_a_workers_answer(path: str, data: object) -> object:
