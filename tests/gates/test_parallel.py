@@ -243,3 +243,18 @@ def test_results_sent_back_as_json_are_the_results_of_one_process(
                                             for relpath, result in alone.results.items()}  # fmt: skip
         facts.extend(kind for result in forked.results.values() for kind in result.typed_facts() or {})
     assert facts
+
+
+def _read_back_with_setting(path: str, data: object) -> object:
+    return f"{data}:{SETTING[0]}"
+
+
+def test_a_spawned_pool_reads_results_back_with_the_initializer_run_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    SETTING.clear()
+    monkeypatch.setattr(parallel.sys, "platform", "darwin")  # a platform without fork: the spawned pool
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    results = parallel.map_paths(
+        str.upper, PATHS[:40], start_after=20, initializer=_configure, initargs=(3,), to_json=str,
+        from_json=_read_back_with_setting,
+    )  # fmt: skip
+    assert results == {path: f"{path.upper()}:3" for path in PATHS[:40]}

@@ -53,15 +53,14 @@ def map_paths(
     coming = iter(paths)
     first = list(islice(coming, start_after))
     workers = cores()
+    # Here whichever way the paths are checked: `from_json` may read what it sets up; forked workers inherit it.
+    initializer(*initargs)
     if len(first) < start_after or workers < 2:
-        initializer(*initargs)
         return {path: function(path) for path in chain(first, coming)}
     if sys.platform != "linux":
         everything = [*first, *coming]
         answers = _map_in_spawned_pool(partial(_encoded, function, to_json), everything, workers, initializer, initargs)
         return {path: from_json(path, json.loads(answer)) for path, answer in zip(everything, answers, strict=True)}
-    # Forked workers inherit what the initializer and `shared` set up here.
-    initializer(*initargs)
     if shared is not None:
         shared()
     return _map_in_forks(function, chain(first, coming), workers, to_json, from_json)
