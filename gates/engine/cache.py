@@ -162,18 +162,12 @@ class Cache:
         try:
             findings, facts, *rest = entry[3:]
             indices = tuple(rest[0]) if rest else ()
-            if not isinstance(facts, dict) or not all(isinstance(recorded, list) for recorded in facts.values()):
-                raise TypeError(facts)
             dependencies = self._dependencies_if_held(indices) if indices else {}
             if dependencies is None:
                 return None
             if not findings and not facts and indices in self._bare_results:
                 return self._bare_results[indices]
-            result = FileResult(
-                tuple(Finding(relpath, *finding) for finding in findings),
-                stored_facts=facts or None,
-                dependencies=dependencies or None,
-            )
+            result = _result(relpath, findings, facts, dependencies)
         except (TypeError, ValueError, AttributeError, KeyError, IndexError):
             return None  # an entry from a damaged cache file is recomputed
         if not findings and not facts:
@@ -232,8 +226,7 @@ class Cache:
                 self.changed = True
             self.used[relpath] = entry
             return
-        stored = result.stored_facts if result.stored_facts is not None else _facts_to_json(result.facts)
-        findings = [list(f)[1:] for f in result.findings]
+        findings, stored, *_ = result_to_json(result)
         bare = not findings and not stored and not result.dependencies
         self.used[relpath] = [*stamp, key] if bare else [*stamp, key, findings, stored]
         if result.dependencies:
@@ -406,6 +399,38 @@ def _settled_by_stamp(path: str, known: tuple[int, int, str]) -> bool:
     except OSError:
         return False
     return status.st_mtime_ns == known[0] and status.st_size == known[1]
+
+
+def result_to_json(result: FileResult) -> list[Any]:
+    """A result in the JSON form the cache stores (and a worker sends back): its findings without their
+    path, its facts' JSON form, then its dependencies if any."""
+    stored = result.stored_facts if result.stored_facts is not None else _facts_to_json(result.facts)
+    entry: list[Any] = [[list(f)[1:] for f in result.findings], stored]
+    if result.dependencies:
+        entry.append(result.dependencies)
+    return entry
+
+
+def result_from_json(relpath: str, entry: Any) -> FileResult:
+    """The result of `relpath` back from `result_to_json`'s form (its facts kept in their JSON form until
+    read: `FileResult.typed_facts`); TypeError, ValueError, AttributeError or KeyError for a damaged one."""
+    findings, facts, *rest = entry
+    dependencies = {name: (int(a), int(b), str(c)) for name, (a, b, c) in (rest[0] if rest else {}).items()}
+    return _result(relpath, findings, facts, dependencies)
+
+
+def _result(
+    relpath: str, findings: Any, facts: Any, dependencies: dict[str, tuple[int, int, str]] | None
+) -> FileResult:
+    """A result from its stored parts (the facts kept in their JSON form until read); TypeError for facts that
+    are not the JSON form of any."""
+    if not isinstance(facts, dict) or not all(isinstance(recorded, list) for recorded in facts.values()):
+        raise TypeError(facts)
+    return FileResult(
+        tuple(Finding(relpath, *finding) for finding in findings),
+        stored_facts=facts or None,
+        dependencies=dependencies or None,
+    )
 
 
 def _facts_to_json(facts: dict[str, list[Any]] | None) -> dict[str, list[Any]]:

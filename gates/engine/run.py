@@ -15,12 +15,12 @@ import stat
 import sys
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from corral.gates.config import DEFAULT_MAX_FILE_SIZE, Config, ConfigError, did_you_mean, warn
-from corral.gates.engine.cache import Cache, DamagedCache, FileResult, Stamp
+from corral.gates.config import DEFAULT_MAX_FILE_SIZE, Config, ConfigError, did_you_mean, glob_spec, warn
+from corral.gates.engine.cache import Cache, DamagedCache, FileResult, Stamp, result_from_json, result_to_json
 from corral.gates.engine.infra.parallel import map_paths
 from corral.gates.findings import Finding
 from corral.gates.source.deployments import deployment_inputs
@@ -230,6 +230,8 @@ def unusable_config(relpath: str, error: Exception) -> Finding:
     return Finding(relpath, 1, 1, EngineCodes.CONFIG_ERROR, message)
 
 
+# One file's stamp and cache key (None when uncached), its result, and whether the cache answered.
+Outcome = tuple[Stamp | None, str | None, FileResult, bool]
 # What every file's check shares in one run; set before the files are checked, inherited by workers.
 _RUN: tuple[Config, Cache | None] | None = None
 
@@ -239,8 +241,23 @@ def _prepare(config: Config, cache: Cache | None) -> None:
     _RUN = (config, cache)
 
 
-def _check_file(path: str) -> tuple[Stamp | None, str | None, FileResult, bool]:
-    """One file's stamp and cache key (None when uncached), its result, and whether the cache answered."""
+def _shared_by_workers(config: Config) -> None:
+    """What every worker would otherwise compute for itself, computed once before they fork: the infra and
+    tests globs (loading `pathspec`, ~25 ms a process), and the project summaries the rules `select` runs
+    read (CRL401's transaction wrappers: every file of the project read, a few parsed). A summary no file
+    turns out to need costs this run its computation, never a finding: only a file whose prefilter or check
+    asks for one records it as a dependency."""
+    from corral.gates.analysis.modules import project_summary
+    from corral.gates.rules import RULES
+
+    glob_spec(config.infra)
+    glob_spec(config.tests)
+    for name in dict.fromkeys(name for rule in RULES if _runs(rule.codes, config) for name in rule.summaries):
+        project_summary(config.root, name, config.whole_tree)
+
+
+def _check_file(path: str) -> Outcome:
+    """One file's outcome: from the cache, or checked."""
     assert _RUN is not None
     config, cache = _RUN
     relpath = relative_path(path, config.root)
@@ -271,6 +288,26 @@ def _check_file(path: str) -> tuple[Stamp | None, str | None, FileResult, bool]:
     if cached is not None:
         return stamp, key, cached, True
     return stamp, key, check_source(relpath, data, config), False
+
+
+def _outcome_to_json(outcome: Outcome) -> list[Any]:
+    """A worker's outcome for one file as JSON: the result in the form the cache stores it."""
+    stamp, key, result, hit = outcome
+    return [stamp, key, result_to_json(result), hit]
+
+
+def _outcome_from_json(path: str, data: Any) -> Outcome:
+    """A worker's outcome back, its facts typed at once: a fact that does not read back is a ValueError here
+    (the file is checked again in this process), never a damaged cache later."""
+    assert _RUN is not None
+    stamp, key, entry, hit = data
+    result = result_from_json(relative_path(path, _RUN[0].root), entry)
+    try:
+        facts = result.typed_facts()
+    except DamagedCache as damaged:
+        raise ValueError(f"a worker's facts for {path} do not read back") from damaged
+    stamped = None if stamp is None else (int(stamp[0]), int(stamp[1]))
+    return stamped, None if key is None else str(key), result._replace(facts=facts, stored_facts=None), bool(hit)
 
 
 def _unreadable(path: str, error: OSError) -> Uncheckable:
@@ -315,7 +352,16 @@ def check_paths(
         # every worker inherits them instead of loading them itself.
         importlib.import_module("corral.gates.rules")
     # A cold run checks the first files a walk finds while it looks for the rest.
-    outcomes = map_paths(_check_file, found, start_after=start_after, initializer=_prepare, initargs=(config, cache))
+    outcomes = map_paths(
+        _check_file,
+        found,
+        start_after=start_after,
+        initializer=_prepare,
+        initargs=(config, cache),
+        to_json=_outcome_to_json,
+        from_json=_outcome_from_json,
+        shared=partial(_shared_by_workers, config),
+    )
     if cache is not None and cache.defer_summaries and not all(outcome[3] for outcome in outcomes.values()):
         _recheck_stale_summaries(outcomes, config)
     results: dict[str, FileResult] = {}
@@ -358,9 +404,6 @@ def check_paths(
     return CheckResult(
         config.root, len(outcomes), sorted(findings), results, reports, not_run(config.select), config.max_file_size
     )
-
-
-Outcome = tuple[Stamp | None, str | None, FileResult, bool]
 
 
 def _recheck_stale_summaries(outcomes: dict[str, Outcome], config: Config) -> None:

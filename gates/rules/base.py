@@ -70,6 +70,9 @@ class Rule:
     skips_tests: ClassVar[bool] = True
     VALID: ClassVar[tuple[str, ...]] = ()
     INVALID: ClassVar[tuple[str, ...]] = ()
+    # The project summaries (`modules.project_summary` names) the prefilter or the check reads: a run that
+    # starts workers computes them once before, and every worker inherits them.
+    summaries: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, context: FileContext) -> None:
         self.context = context

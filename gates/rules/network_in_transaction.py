@@ -127,6 +127,7 @@ class NetworkInTransaction(Rule, ScopedVisitor):
     }
     # Infra holding a transaction across a network call drains the pool just the same.
     skips_infra = False
+    summaries = (WRAPPER_WORDS,)
 
     VALID = (
         """

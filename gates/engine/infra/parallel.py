@@ -2,21 +2,25 @@
 
 Paths arrive while they are still being found (a folder walk yields as it goes). The first few are kept
 here; once there are enough to pay for workers, the workers are forked (on Linux: they inherit the
-loaded engine and the run's settings, for about a millisecond each) and every path, those kept and those
-still to come, goes into one pipe as a fixed-size record that the workers draw from: finding files
-overlaps with checking them, and a worker that drew large files simply draws fewer. Each worker sends its
-results back, pickled, on a pipe of its own. A worker that fails or dies leaves its paths unanswered, and
-those are checked again here, in this process: a crashed worker can slow a run down, never drop a file
-from it. Elsewhere than Linux, a process pool that spawns its workers, once every path is known.
+loaded engine, the run's settings and what every worker would otherwise compute for itself, such as a
+summary of the whole project, for about a millisecond each) and every path, those kept and those still
+to come, goes into one pipe as a fixed-size record that the workers draw from: finding files overlaps
+with checking them, and a worker that drew large files simply draws fewer. Each worker sends its results
+back as JSON (in the form the caller's `to_json` gives them), never pickled, on a pipe of its own. A
+worker that fails or dies, or whose answer does not read back, leaves its paths unanswered, and those
+are checked again here, in this process: a crashed worker can slow a run down, never drop a file from
+it. Elsewhere than Linux, a process pool that spawns its workers, once every path is known.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from itertools import chain, islice
 from typing import Any, TypeVar
 
@@ -34,26 +38,45 @@ def map_paths(
     start_after: int,
     initializer: Callable[..., None],
     initargs: tuple[Any, ...],
+    to_json: Callable[[Result], Any],
+    from_json: Callable[[str, Any], Result],
+    shared: Callable[[], None] | None = None,
 ) -> dict[str, Result]:
     """`{path: function(path)}` for every path `paths` yields, spread over the machine's cores once
     `start_after` paths have come (a smaller run is checked here, on one core). `initializer(*initargs)`
-    runs first, here and in every worker."""
+    runs first, here and in every worker. A result crosses between processes as `to_json(result)`, read
+    back here as `from_json(path, data)`, which raises ValueError, TypeError, KeyError or AttributeError
+    for data that does not read back (that worker's paths are then checked again here). `shared()` runs
+    here, once, before forked workers start, and only then: what every worker would otherwise compute for
+    itself, which each inherits instead (spawned workers inherit nothing, and a run in this process
+    computes only what it needs)."""
     coming = iter(paths)
     first = list(islice(coming, start_after))
     workers = cores()
+    # Here whichever way the paths are checked: `from_json` may read what it sets up; forked workers inherit it.
+    initializer(*initargs)
     if len(first) < start_after or workers < 2:
-        initializer(*initargs)
         return {path: function(path) for path in chain(first, coming)}
     if sys.platform != "linux":
         everything = [*first, *coming]
-        answers = _map_in_spawned_pool(function, everything, workers, initializer, initargs)
-        return dict(zip(everything, answers, strict=True))
-    # Forked workers inherit what the initializer sets up here.
-    initializer(*initargs)
-    return _map_in_forks(function, chain(first, coming), workers)
+        answers = _map_in_spawned_pool(partial(_encoded, function, to_json), everything, workers, initializer, initargs)
+        return {path: from_json(path, json.loads(answer)) for path, answer in zip(everything, answers, strict=True)}
+    if shared is not None:
+        shared()
+    return _map_in_forks(function, chain(first, coming), workers, to_json, from_json)
 
 
-def _map_in_forks(function: Callable[[str], Result], paths: Iterator[str], workers: int) -> dict[str, Result]:
+def _encoded(function: Callable[[str], Result], to_json: Callable[[Result], Any], path: str) -> str:
+    return json.dumps(to_json(function(path)))
+
+
+def _map_in_forks(
+    function: Callable[[str], Result],
+    paths: Iterator[str],
+    workers: int,
+    to_json: Callable[[Result], Any],
+    from_json: Callable[[str, Any], Result],
+) -> dict[str, Result]:
     queue_reader, queue_writer = os.pipe()
     # A write of at most PIPE_BUF bytes reaches the pipe whole, so a record read is always one record.
     record_size = os.fpathconf(queue_writer, "PC_PIPE_BUF")
@@ -70,7 +93,7 @@ def _map_in_forks(function: Callable[[str], Result], paths: Iterator[str], worke
             if pid == 0:  # pragma: no cover - the worker's side; its results are checked by the parent
                 os.close(reader)
                 os.close(queue_writer)
-                _work(function, queue_reader, record_size, writer)
+                _work(partial(_encoded, function, to_json), queue_reader, record_size, writer)
             os.close(writer)
             children.append((pid, reader))
         _close(open_ends, queue_reader)
@@ -86,7 +109,7 @@ def _map_in_forks(function: Callable[[str], Result], paths: Iterator[str], worke
                     queue_open = False
         _close(open_ends, queue_writer)
         for pid, reader in children:
-            results.update(_collect(pid, reader))
+            results.update(_collect(pid, reader, from_json))
     finally:
         for end in open_ends:
             os.close(end)
@@ -104,29 +127,26 @@ def _close(open_ends: list[int], end: int) -> None:
     os.close(end)
 
 
-def _work(function: Callable[[str], Result], queue: int, record_size: int, writer: int) -> None:
-    """A worker's whole life: draw paths until the queue is closed and empty, then send every result."""
-    import pickle
-
+def _work(encoded: Callable[[str], str], queue: int, record_size: int, writer: int) -> None:
+    """A worker's whole life: draw paths until the queue is closed and empty, then send every result, one
+    JSON array of `[path, result]` pairs (each result already JSON text)."""
     status = 1
     try:
-        done: list[tuple[str, Result]] = []
+        done: list[str] = []
         while record := os.read(queue, record_size):
             path = os.fsdecode(record.rstrip(b"\0"))
-            done.append((path, function(path)))
-        with os.fdopen(writer, "wb") as out:
-            pickle.dump(done, out, protocol=pickle.HIGHEST_PROTOCOL)
+            done.append(f"[{json.dumps(path)},{encoded(path)}]")
+        with os.fdopen(writer, "w", encoding="utf-8") as out:
+            out.write(f"[{','.join(done)}]")
         status = 0
     finally:
         # Never return into the parent's code, and never flush the parent's buffered output twice.
         os._exit(status)
 
 
-def _collect(pid: int, reader: int) -> dict[str, Result]:
-    """One worker's results; empty when it did not finish (its paths are then checked again)."""
-    # Loaded here and in the workers, not at the top: a run that never forks never needs it.
-    import pickle
-
+def _collect(pid: int, reader: int, from_json: Callable[[str, Any], Result]) -> dict[str, Result]:
+    """One worker's results; empty when it did not finish or its answer does not read back (its paths are
+    then checked again)."""
     chunks = []
     while chunk := os.read(reader, 1 << 20):
         chunks.append(chunk)
@@ -134,8 +154,8 @@ def _collect(pid: int, reader: int) -> dict[str, Result]:
     if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
         return {}
     try:
-        return dict(pickle.loads(b"".join(chunks)))
-    except (pickle.UnpicklingError, EOFError, ValueError):
+        return {path: from_json(path, data) for path, data in json.loads(b"".join(chunks))}
+    except (ValueError, TypeError, KeyError, AttributeError):
         return {}
 
 
@@ -153,16 +173,16 @@ def _reap(pid: int, reader: int) -> None:
 
 
 def _map_in_spawned_pool(
-    function: Callable[[str], Result],
+    encoded: Callable[[str], str],
     paths: Sequence[str],
     workers: int,
     initializer: Callable[..., None],
     initargs: tuple[Any, ...],
-) -> list[Result]:
+) -> list[str]:
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
     # Small chunks: a few large files hold most of the work, and one chunk must not hold them all.
     chunk = max(1, len(paths) // (workers * 16))
     with context.Pool(workers, initializer=initializer, initargs=initargs) as pool:
-        return pool.map(function, paths, chunksize=chunk)
+        return pool.map(encoded, paths, chunksize=chunk)
