@@ -389,29 +389,34 @@ class PostgresStore:
         """One statement inserting ``jobs``; the ``(id, unique_key)`` of the rows inserted, in the order of
         ``jobs`` (rows that conflicted are missing)."""
         now = self._clock()
-        await cur.execute(
-            self._sql["insert"],
-            (
-                [job.queue for job in jobs],
-                [job.kind for job in jobs],
-                [job.args_json for job in jobs],
-                [job.key for job in jobs],
-                [job.max_attempts for job in jobs],
-                [job.lease_seconds for job in jobs],
-                [job.run_at - now for job in jobs],
-                list(event_ids),
-                [job.priority for job in jobs],
-                [job.unique_key for job in jobs],
-                [None if job.unique_key is None else unique_states_text(job.unique_states) for job in jobs],
-                self.channel,
-            ),
+        plain = (
+            [job.queue for job in jobs],
+            [job.kind for job in jobs],
+            [job.args_json for job in jobs],
+            [job.key for job in jobs],
+            [job.max_attempts for job in jobs],
+            [job.lease_seconds for job in jobs],
+            [job.run_at - now for job in jobs],
+            list(event_ids),
+            [job.priority for job in jobs],
         )
         # Identities are drawn in insertion order, which is the order of ``jobs``.
+        if all(job.unique_key is None for job in jobs):
+            # The plain path sends no unique columns and checks no unique index but the relay's.
+            await cur.execute(self._sql["insert"], (*plain, self.channel))
+            return sorted((int(row[0]), None) for row in await cur.fetchall())
+        unique_states = [None if job.unique_key is None else unique_states_text(job.unique_states) for job in jobs]
+        await cur.execute(
+            self._sql["insert_unique"], (*plain, [job.unique_key for job in jobs], unique_states, self.channel)
+        )
         return sorted((int(row[0]), row[1]) for row in await cur.fetchall())
 
     async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[Enqueued]:
         if not jobs:
             return []
+        if all(job.unique_key is None for job in jobs):  # the plain path: one statement, every job inserted
+            async with self._cursor(conn) as cur:
+                return [Enqueued(job_id) for job_id, _ in await self._insert(cur, jobs, [None] * len(jobs))]
         answers: list[Enqueued | None] = [None] * len(jobs)
         first_with_key: dict[str, int] = {}  # a key twice in the batch: the later ones are its duplicates
         pending: list[int] = []
@@ -445,7 +450,7 @@ class PostgresStore:
                 holders = {key: int(job_id) for key, job_id in await cur.fetchall()}
                 for index, key in held.items():
                     if key in holders:
-                        answers[index] = Enqueued(holders[key], duplicate=True)
+                        answers[index] = Enqueued.of_holder(holders[key])
                 pending = [index for index in pending if answers[index] is None]
                 if not pending:
                     break
@@ -458,7 +463,7 @@ class PostgresStore:
             if answers[index] is None and job.unique_key is not None:
                 holder = answers[first_with_key[job.unique_key]]
                 assert holder is not None
-                answers[index] = Enqueued(holder, duplicate=True)
+                answers[index] = Enqueued.of_holder(holder)
         return [answer for answer in answers if answer is not None]
 
     async def claim(self, queue: str, limit: int, worker_id: str, *, per_key: int | None = None) -> list[ClaimedJob]:

@@ -242,28 +242,26 @@ class SqliteStore:
     def _insert(conn: sqlite3.Connection, job: NewJob, now: float) -> Enqueued:
         """Insert one job inside the caller's write transaction; a unique key already held answers its
         holder (the write lock keeps the holder from changing in between)."""
-        unique_states = None if job.unique_key is None else unique_states_text(job.unique_states)
-        cur = conn.execute(
-            _SQL["insert_job"],
-            (
-                job.queue,
-                job.kind,
-                job.args_json,
-                job.key,
-                job.max_attempts,
-                job.lease_seconds,
-                job.run_at,
-                now,
-                None,
-                job.priority,
-                job.unique_key,
-                unique_states,
-            ),
+        plain = (
+            job.queue,
+            job.kind,
+            job.args_json,
+            job.key,
+            job.max_attempts,
+            job.lease_seconds,
+            job.run_at,
+            now,
+            None,
+            job.priority,
         )
+        if job.unique_key is None:  # the plain path: no unique columns, no conflict to look for
+            return Enqueued(conn.execute(_SQL["insert_job"], plain).lastrowid or 0)
+        unique = (job.unique_key, unique_states_text(job.unique_states))
+        cur = conn.execute(_SQL["insert_unique_job"], plain + unique)
         if cur.rowcount == 1:
-            return Enqueued(int(cur.lastrowid or 0))
+            return Enqueued(cur.lastrowid or 0)
         (holder,) = conn.execute(_SQL["unique_holder"], (job.unique_key,)).fetchone()
-        return Enqueued(int(holder), duplicate=True)
+        return Enqueued.of_holder(int(holder))
 
     async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[Enqueued]:
         self._no_foreign_conn(conn)
