@@ -263,12 +263,38 @@ class SqliteStore:
         (holder,) = conn.execute(_SQL["unique_holder"], (job.unique_key,)).fetchone()
         return Enqueued.of_holder(int(holder))
 
+    @staticmethod
+    def _insert_plain(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[Enqueued]:
+        """Insert jobs without a unique key in one ``executemany`` inside the caller's write transaction. Under
+        the write lock nothing else inserts, and AUTOINCREMENT gives each row the id after the one before: the
+        ids are the ``len(jobs)`` ending at the last one inserted, in the order of ``jobs``."""
+        rows = [
+            (
+                job.queue,
+                job.kind,
+                job.args_json,
+                job.key,
+                job.max_attempts,
+                job.lease_seconds,
+                job.run_at,
+                now,
+                None,
+                job.priority,
+            )
+            for job in jobs
+        ]
+        conn.executemany(_SQL["insert_job"], rows)
+        (last,) = conn.execute(_SQL["last_job_id"]).fetchone()
+        return [Enqueued(job_id) for job_id in range(last - len(jobs) + 1, last + 1)]
+
     async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[Enqueued]:
         self._no_foreign_conn(conn)
         now = self._clock()
 
         def insert(conn: sqlite3.Connection) -> list[Enqueued]:
             with self._write(conn):
+                if all(job.unique_key is None for job in jobs):
+                    return self._insert_plain(conn, jobs, now)
                 return [self._insert(conn, job, now) for job in jobs]
 
         return await self._run(insert)
