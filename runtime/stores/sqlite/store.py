@@ -69,6 +69,22 @@ _MIGRATIONS = read_migrations("corral.runtime.stores.sqlite")
 SCHEMA_VERSION = _MIGRATIONS[-1][0]
 
 
+def _plain_columns(job: NewJob, now: float) -> tuple[Any, ...]:
+    """The values of ``insert_job.sql`` for ``job`` (``insert_unique_job.sql`` takes two more)."""
+    return (
+        job.queue,
+        job.kind,
+        job.args_json,
+        job.key,
+        job.max_attempts,
+        job.lease_seconds,
+        job.run_at,
+        now,
+        None,
+        job.priority,
+    )
+
+
 def _path_from_url(url: str) -> str:
     prefix = "sqlite:///"
     if not url.startswith(prefix):
@@ -242,18 +258,7 @@ class SqliteStore:
     def _insert(conn: sqlite3.Connection, job: NewJob, now: float) -> Enqueued:
         """Insert one job inside the caller's write transaction; a unique key already held answers its
         holder (the write lock keeps the holder from changing in between)."""
-        plain = (
-            job.queue,
-            job.kind,
-            job.args_json,
-            job.key,
-            job.max_attempts,
-            job.lease_seconds,
-            job.run_at,
-            now,
-            None,
-            job.priority,
-        )
+        plain = _plain_columns(job, now)
         if job.unique_key is None:  # the plain path: no unique columns, no conflict to look for
             return Enqueued(conn.execute(_SQL["insert_job"], plain).lastrowid or 0)
         unique = (job.unique_key, unique_states_text(job.unique_states))
@@ -268,22 +273,7 @@ class SqliteStore:
         """Insert jobs without a unique key in one ``executemany`` inside the caller's write transaction. Under
         the write lock nothing else inserts, and AUTOINCREMENT gives each row the id after the one before: the
         ids are the ``len(jobs)`` ending at the last one inserted, in the order of ``jobs``."""
-        rows = [
-            (
-                job.queue,
-                job.kind,
-                job.args_json,
-                job.key,
-                job.max_attempts,
-                job.lease_seconds,
-                job.run_at,
-                now,
-                None,
-                job.priority,
-            )
-            for job in jobs
-        ]
-        conn.executemany(_SQL["insert_job"], rows)
+        conn.executemany(_SQL["insert_job"], [_plain_columns(job, now) for job in jobs])
         (last,) = conn.execute(_SQL["last_job_id"]).fetchone()
         return [Enqueued(job_id) for job_id in range(last - len(jobs) + 1, last + 1)]
 
@@ -293,7 +283,8 @@ class SqliteStore:
 
         def insert(conn: sqlite3.Connection) -> list[Enqueued]:
             with self._write(conn):
-                if all(job.unique_key is None for job in jobs):
+                # One job is one execute (its lastrowid), a batch of plain jobs one executemany.
+                if len(jobs) > 1 and all(job.unique_key is None for job in jobs):
                     return self._insert_plain(conn, jobs, now)
                 return [self._insert(conn, job, now) for job in jobs]
 
