@@ -17,6 +17,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = ["PgServer", "PgServerError", "find_bindir"]
@@ -53,16 +54,20 @@ def _ensure_server_user() -> None:
 
 class PgServer:
     """One throwaway cluster. ``start()``, ``create_database()``, ``url(db)``, ``restart()``, ``pause()`` /
-    ``resume()`` (an outage), ``stop()``.
+    ``resume()`` (an outage), ``stop()``. ``settings`` adds server settings (``-c name=value``).
 
     Durability is off (``fsync=off``, ``synchronous_commit=off``): the cluster lives for one test
     session or one benchmark run and is deleted afterwards.
     """
 
-    def __init__(self, *, max_connections: int = 300, superuser: str = "corral") -> None:
+    def __init__(
+        self, *, max_connections: int = 300, superuser: str = "corral", settings: Mapping[str, str] | None = None
+    ) -> None:
         self.bindir = find_bindir()
         self.max_connections = max_connections
         self.superuser = superuser
+        # More server settings (name -> value), e.g. shared_preload_libraries for pg_stat_statements.
+        self.settings = dict(settings or {})
         self.root = Path(tempfile.mkdtemp(prefix="corral-pg-"))
         self.data = self.root / "data"
         self.socket_dir = self.root
@@ -100,6 +105,7 @@ class PgServer:
                 "-c fsync=off",
                 "-c synchronous_commit=off",
                 "-c full_page_writes=off",
+                *(f"-c {name}={value}" for name, value in self.settings.items()),
             ]
         )
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-o", options, "-w", "start")

@@ -99,15 +99,17 @@ class Completer:
 
     def _report(self, done: Finished) -> None:
         job = done.job
-        log.info(
-            "job %s (%s) attempt %d/%d succeeded in %.1f ms",
-            job.id,
-            job.kind,
-            job.attempt,
-            job.max_attempts,
-            done.duration * 1000.0,
-            extra=log_fields(job, done.duration),
-        )
+        # The line's fields are built only for a log that keeps it: this runs for every job.
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "job %s (%s) attempt %d/%d succeeded in %.1f ms",
+                job.id,
+                job.kind,
+                job.attempt,
+                job.max_attempts,
+                done.duration * 1000.0,
+                extra=log_fields(job, done.duration),
+            )
         self._events.job("succeeded", job, duration=done.duration)
 
     def _unrecorded(self, batch: list[Finished], exc: Exception) -> None:

@@ -463,9 +463,12 @@ class Runtime:
             isinstance(delay, bool) or not isinstance(delay, (int, float)) or not math.isfinite(delay) or delay < 0
         ):
             raise JobArgumentError(f"delay must be a number of seconds >= 0, got {delay!r}")
-        what = f"job of kind {kind!r}"
-        priority = job_kind.priority if request.priority is None else request.priority
-        unique = job_kind.unique if request.unique is None else check_unique(what, request.unique, JobArgumentError)
+        # The kind's own priority and unique were checked when it was declared.
+        priority, unique = job_kind.priority, job_kind.unique
+        if request.priority is not None:
+            priority = check_priority(f"job of kind {kind!r}", request.priority, JobArgumentError)
+        if request.unique is not None:
+            unique = check_unique(f"job of kind {kind!r}", request.unique, JobArgumentError)
         return NewJob(
             queue=job_kind.queue,
             kind=kind,
@@ -474,7 +477,7 @@ class Runtime:
             run_at=now + (delay or 0.0),
             max_attempts=job_kind.max_attempts,
             lease_seconds=job_kind.lease_seconds,
-            priority=check_priority(what, priority, JobArgumentError),
+            priority=priority,
             unique_key=None if unique is None else unique_key(unique, kind=kind, args_json=args_json, now=now),
             unique_states=() if unique is None else unique.states,
         )

@@ -88,12 +88,16 @@ class Enqueued(int):
     prints as one); ``duplicate`` is True when the job was not inserted because a job holding the same unique key
     exists, whose id this is."""
 
-    duplicate: bool
+    # A class default, not an argument of __new__: a Python __new__ made every plain job's id cost 0.5 us
+    # instead of 0.1 us, on the enqueue path every job takes.
+    duplicate: bool = False
 
-    def __new__(cls, job_id: int, *, duplicate: bool = False) -> Enqueued:
-        enqueued = super().__new__(cls, job_id)
-        enqueued.duplicate = duplicate
-        return enqueued
+    @classmethod
+    def of_holder(cls, job_id: int) -> Enqueued:
+        """The answer to a duplicate: the id of the job that holds the unique key, ``duplicate`` True."""
+        holder = cls(job_id)
+        holder.duplicate = True
+        return holder
 
     @property
     def id(self) -> int:

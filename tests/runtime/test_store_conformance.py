@@ -225,6 +225,24 @@ def test_a_unique_key_is_held_while_waiting_running_or_retrying_and_free_once_fi
     drive(make_store, scenario)
 
 
+def test_jobs_without_a_unique_key_are_each_inserted_beside_a_held_key(make_store: StoreFactory) -> None:
+    # The stores insert a batch without unique keys by a statement of its own (no unique columns): its jobs
+    # are never answered as duplicates, whatever they share with a key's holder; a unique job still is.
+    async def scenario(store: Store) -> None:
+        (holder,) = await store.enqueue([new_job(unique="u", args={"n": 1})])
+        plain = await store.enqueue([new_job(args={"n": 1}, priority=2, key="a") for _ in range(3)])
+        (alone,) = await store.enqueue([new_job(args={"n": 1})])
+        assert not any(answer.duplicate for answer in [*plain, alone])
+        assert len({holder, *plain, alone}) == 5 and plain == sorted(plain) and alone > plain[-1]
+        (again,) = await store.enqueue([new_job(unique="u", args={"n": 1})])
+        assert (again, again.duplicate) == (holder, True)
+        claimed = await store.claim("q", 10, "w")
+        assert [(job.id, job.priority, job.key) for job in claimed[:3]] == [(job_id, 2, "a") for job_id in plain]
+        assert (await store.counts())["q"] == QueueCounts(running=5)
+
+    drive(make_store, scenario)
+
+
 def test_unique_states_can_hold_the_key_in_final_states_too(make_store: StoreFactory) -> None:
     async def scenario(store: Store) -> None:
         with_done = (*UNIQUE_ALWAYS, "done")

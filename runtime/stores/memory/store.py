@@ -172,7 +172,7 @@ class MemoryStore:
         if job.unique_key is not None:
             holder = self._unique_holder(job.unique_key)
             if holder is not None:
-                return Enqueued(holder, duplicate=True)
+                return Enqueued.of_holder(holder)
         job_id = next(self._job_ids)
         row = _Job(
             id=job_id,

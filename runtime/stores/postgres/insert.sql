@@ -1,13 +1,14 @@
--- Jobs whose offset is not positive are runnable now: one notice per queue wakes its workers in
--- every process once the inserting transaction commits (NOTIFY is transactional). A row that
--- conflicts is skipped: a relayed event's job made before (jobs_event) or a unique key another
--- job holds (jobs_unique), whose holder the store then reads (unique_holders.sql).
+-- Jobs without a unique key (the plain path: enqueue, the relay, periodic jobs; insert_unique.sql takes a
+-- batch with one). Jobs whose offset is not positive are runnable now: one notice per queue wakes its
+-- workers in every process once the inserting transaction commits (NOTIFY is transactional). A relayed
+-- event's job made before is skipped (jobs_event, the one index a row without a unique key can conflict on:
+-- naming it spares the other unique indexes' checks).
 WITH ins AS (INSERT INTO {jobs} (queue, kind, args, key, state, max_attempts, lease_seconds, run_at,
-    event_id, priority, unique_key, unique_states)
-    SELECT q, k, a::jsonb, ky, 'waiting', m, l, now() + d * interval '1 second', e, p, u, us
+    event_id, priority)
+    SELECT q, k, a::jsonb, ky, 'waiting', m, l, now() + d * interval '1 second', e, p
     FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::int[], %s::float8[], %s::float8[],
-    %s::bigint[], %s::smallint[], %s::text[], %s::text[]) WITH ORDINALITY AS v(q, k, a, ky, m, l, d, e, p, u, us, n)
-    ORDER BY n ON CONFLICT DO NOTHING
-    RETURNING id, unique_key, queue, run_at <= now() AS ready)
-SELECT id, unique_key FROM ins CROSS JOIN
+    %s::bigint[], %s::smallint[]) WITH ORDINALITY AS v(q, k, a, ky, m, l, d, e, p, n)
+    ORDER BY n ON CONFLICT (event_id, kind) WHERE event_id IS NOT NULL DO NOTHING
+    RETURNING id, queue, run_at <= now() AS ready)
+SELECT id FROM ins CROSS JOIN
     (SELECT COUNT(pg_notify(%s, 'j ' || queue)) FROM (SELECT DISTINCT queue FROM ins WHERE ready) r) n

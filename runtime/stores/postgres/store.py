@@ -383,35 +383,47 @@ class PostgresStore:
 
     # -- jobs -----------------------------------------------------------------------------------
 
-    async def _insert(
-        self, cur: psycopg.AsyncCursor[tuple[Any, ...]], jobs: Sequence[NewJob], event_ids: Sequence[int | None]
-    ) -> list[tuple[int, str | None]]:
-        """One statement inserting ``jobs``; the ``(id, unique_key)`` of the rows inserted, in the order of
-        ``jobs`` (rows that conflicted are missing)."""
+    def _columns(self, jobs: Sequence[NewJob], event_ids: Sequence[int | None]) -> tuple[list[Any], ...]:
+        """The bound arrays both insert statements start with, one element per job."""
         now = self._clock()
-        await cur.execute(
-            self._sql["insert"],
-            (
-                [job.queue for job in jobs],
-                [job.kind for job in jobs],
-                [job.args_json for job in jobs],
-                [job.key for job in jobs],
-                [job.max_attempts for job in jobs],
-                [job.lease_seconds for job in jobs],
-                [job.run_at - now for job in jobs],
-                list(event_ids),
-                [job.priority for job in jobs],
-                [job.unique_key for job in jobs],
-                [None if job.unique_key is None else unique_states_text(job.unique_states) for job in jobs],
-                self.channel,
-            ),
+        return (
+            [job.queue for job in jobs],
+            [job.kind for job in jobs],
+            [job.args_json for job in jobs],
+            [job.key for job in jobs],
+            [job.max_attempts for job in jobs],
+            [job.lease_seconds for job in jobs],
+            [job.run_at - now for job in jobs],
+            list(event_ids),
+            [job.priority for job in jobs],
         )
+
+    async def _insert_plain(
+        self, cur: psycopg.AsyncCursor[tuple[Any, ...]], jobs: Sequence[NewJob], event_ids: Sequence[int | None]
+    ) -> list[int]:
+        """One statement inserting ``jobs``, none with a unique key (no unique columns sent, no unique index
+        checked but the relay's); the ids of the rows inserted, in the order of ``jobs`` (a relayed event's
+        job made before is missing)."""
+        await cur.execute(self._sql["insert"], (*self._columns(jobs, event_ids), self.channel))
         # Identities are drawn in insertion order, which is the order of ``jobs``.
+        return sorted(int(row[0]) for row in await cur.fetchall())
+
+    async def _insert_unique(
+        self, cur: psycopg.AsyncCursor[tuple[Any, ...]], jobs: Sequence[NewJob]
+    ) -> list[tuple[int, str | None]]:
+        """One statement inserting ``jobs``, some with a unique key; the ``(id, unique_key)`` of the rows
+        inserted, in the order of ``jobs`` (rows whose key another job holds are missing)."""
+        unique_states = [None if job.unique_key is None else unique_states_text(job.unique_states) for job in jobs]
+        columns = (*self._columns(jobs, [None] * len(jobs)), [job.unique_key for job in jobs], unique_states)
+        await cur.execute(self._sql["insert_unique"], (*columns, self.channel))
         return sorted((int(row[0]), row[1]) for row in await cur.fetchall())
 
     async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[Enqueued]:
         if not jobs:
             return []
+        if all(job.unique_key is None for job in jobs):  # the plain path: one statement, every job inserted
+            async with self._cursor(conn) as cur:
+                return [Enqueued(job_id) for job_id in await self._insert_plain(cur, jobs, [None] * len(jobs))]
         answers: list[Enqueued | None] = [None] * len(jobs)
         first_with_key: dict[str, int] = {}  # a key twice in the batch: the later ones are its duplicates
         pending: list[int] = []
@@ -432,7 +444,7 @@ class PostgresStore:
                 # order, never in a cycle (a deadlock); jobs without one keep theirs, ahead of them.
                 pending.sort(key=lambda index: jobs[index].unique_key or "")
                 batch = [jobs[index] for index in pending]
-                inserted = await self._insert(cur, batch, [None] * len(batch))
+                inserted = await self._insert_unique(cur, batch)
                 keys_inserted = {key for _, key in inserted if key is not None}
                 # Rows without a key are always inserted; of the others, those whose key came back.
                 landed = [i for i in pending if jobs[i].unique_key is None or jobs[i].unique_key in keys_inserted]
@@ -445,7 +457,7 @@ class PostgresStore:
                 holders = {key: int(job_id) for key, job_id in await cur.fetchall()}
                 for index, key in held.items():
                     if key in holders:
-                        answers[index] = Enqueued(holders[key], duplicate=True)
+                        answers[index] = Enqueued.of_holder(holders[key])
                 pending = [index for index in pending if answers[index] is None]
                 if not pending:
                     break
@@ -458,7 +470,7 @@ class PostgresStore:
             if answers[index] is None and job.unique_key is not None:
                 holder = answers[first_with_key[job.unique_key]]
                 assert holder is not None
-                answers[index] = Enqueued(holder, duplicate=True)
+                answers[index] = Enqueued.of_holder(holder)
         return [answer for answer in answers if answer is not None]
 
     async def claim(self, queue: str, limit: int, worker_id: str, *, per_key: int | None = None) -> list[ClaimedJob]:
@@ -639,7 +651,7 @@ class PostgresStore:
                 )
                 for job in routed
             ]
-            created = await self._insert(cur, jobs, [job.event_id for job in routed]) if jobs else []
+            created = await self._insert_plain(cur, jobs, [job.event_id for job in routed]) if jobs else []
         return RelayPass(events=len(events), jobs=len(created))
 
     async def schedule_periodic(self, specs: Sequence[PeriodicSpec]) -> list[int]:
@@ -661,7 +673,7 @@ class PostgresStore:
                 return []
             now = self._clock()
             jobs = [periodic_job(spec, now) for spec in due]
-            return [job_id for job_id, _ in await self._insert(cur, jobs, [None] * len(jobs))]
+            return await self._insert_plain(cur, jobs, [None] * len(jobs))
 
     # -- inspection -----------------------------------------------------------------------------
 

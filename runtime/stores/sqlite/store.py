@@ -69,6 +69,22 @@ _MIGRATIONS = read_migrations("corral.runtime.stores.sqlite")
 SCHEMA_VERSION = _MIGRATIONS[-1][0]
 
 
+def _plain_columns(job: NewJob, now: float) -> tuple[Any, ...]:
+    """The values of ``insert_job.sql`` for ``job`` (``insert_unique_job.sql`` takes two more)."""
+    return (
+        job.queue,
+        job.kind,
+        job.args_json,
+        job.key,
+        job.max_attempts,
+        job.lease_seconds,
+        job.run_at,
+        now,
+        None,
+        job.priority,
+    )
+
+
 def _path_from_url(url: str) -> str:
     prefix = "sqlite:///"
     if not url.startswith(prefix):
@@ -242,28 +258,24 @@ class SqliteStore:
     def _insert(conn: sqlite3.Connection, job: NewJob, now: float) -> Enqueued:
         """Insert one job inside the caller's write transaction; a unique key already held answers its
         holder (the write lock keeps the holder from changing in between)."""
-        unique_states = None if job.unique_key is None else unique_states_text(job.unique_states)
-        cur = conn.execute(
-            _SQL["insert_job"],
-            (
-                job.queue,
-                job.kind,
-                job.args_json,
-                job.key,
-                job.max_attempts,
-                job.lease_seconds,
-                job.run_at,
-                now,
-                None,
-                job.priority,
-                job.unique_key,
-                unique_states,
-            ),
-        )
+        plain = _plain_columns(job, now)
+        if job.unique_key is None:  # the plain path: no unique columns, no conflict to look for
+            return Enqueued(conn.execute(_SQL["insert_job"], plain).lastrowid or 0)
+        unique = (job.unique_key, unique_states_text(job.unique_states))
+        cur = conn.execute(_SQL["insert_unique_job"], plain + unique)
         if cur.rowcount == 1:
-            return Enqueued(int(cur.lastrowid or 0))
+            return Enqueued(cur.lastrowid or 0)
         (holder,) = conn.execute(_SQL["unique_holder"], (job.unique_key,)).fetchone()
-        return Enqueued(int(holder), duplicate=True)
+        return Enqueued.of_holder(int(holder))
+
+    @staticmethod
+    def _insert_plain(conn: sqlite3.Connection, jobs: Sequence[NewJob], now: float) -> list[Enqueued]:
+        """Insert jobs without a unique key in one ``executemany`` inside the caller's write transaction. Under
+        the write lock nothing else inserts, and AUTOINCREMENT gives each row the id after the one before: the
+        ids are the ``len(jobs)`` ending at the last one inserted, in the order of ``jobs``."""
+        conn.executemany(_SQL["insert_job"], [_plain_columns(job, now) for job in jobs])
+        (last,) = conn.execute(_SQL["last_job_id"]).fetchone()
+        return [Enqueued(job_id) for job_id in range(last - len(jobs) + 1, last + 1)]
 
     async def enqueue(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[Enqueued]:
         self._no_foreign_conn(conn)
@@ -271,6 +283,9 @@ class SqliteStore:
 
         def insert(conn: sqlite3.Connection) -> list[Enqueued]:
             with self._write(conn):
+                # One job is one execute (its lastrowid), a batch of plain jobs one executemany.
+                if len(jobs) > 1 and all(job.unique_key is None for job in jobs):
+                    return self._insert_plain(conn, jobs, now)
                 return [self._insert(conn, job, now) for job in jobs]
 
         return await self._run(insert)
