@@ -389,6 +389,26 @@ class PostgresStore:
         """One statement inserting ``jobs``; the ``(id, unique_key)`` of the rows inserted, in the order of
         ``jobs`` (rows that conflicted are missing)."""
         now = self._clock()
+        if len(jobs) == 1:
+            job = jobs[0]
+            await cur.execute(
+                self._sql["insert_one"],
+                (
+                    job.queue,
+                    job.kind,
+                    job.args_json,
+                    job.key,
+                    job.max_attempts,
+                    job.lease_seconds,
+                    job.run_at - now,
+                    event_ids[0],
+                    job.priority,
+                    job.unique_key,
+                    None if job.unique_key is None else unique_states_text(job.unique_states),
+                    self.channel,
+                ),
+            )
+            return [(int(row[0]), row[1]) for row in await cur.fetchall()]
         await cur.execute(
             self._sql["insert"],
             (
