@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from conftest import Cli
 from corral.runtime import BudgetError, ConfigError, JobContext, Queue, Runtime, StoreUnavailable
+from corral.runtime.producer import CLAIM_COALESCE
 from corral.runtime.stores.postgres import SCHEMA_VERSION, PostgresStore
 from corral.runtime.stores.protocol import JobFilter, NewJob
 from psycopg_pool import AsyncConnectionPool
@@ -260,6 +261,96 @@ def test_waiter_in_another_process_is_woken_by_the_completion_notice(pg: Postgre
             await waiter.stop()
 
     asyncio.run(main())
+
+
+class ClaimLog(PostgresStore):
+    """A PostgreSQL store that notes each claim: when it began (monotonic), how many it asked, how many came."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.claims: list[tuple[float, int, int]] = []
+
+    async def claim(self, queue: str, limit: int, worker_id: str, *, per_key: int | None = None) -> Any:
+        began = time.monotonic()
+        jobs = await super().claim(queue, limit, worker_id, per_key=per_key)
+        self.claims.append((began, limit, len(jobs)))
+        return jobs
+
+
+def test_a_freed_slot_claims_only_when_there_may_be_more_work(pg: PostgresBackend) -> None:
+    """Notices announce every runnable job, so a slot freed after a claim that emptied the queue claims
+    nothing (it used to claim once more, empty, after every job); a job announced while every slot was busy
+    is claimed as soon as one frees, not at the next poll."""
+    started: dict[str, float] = {}
+    ended: dict[str, float] = {}
+    queue = Queue("q", max_workers=2, timeout=5, poll=5.0)  # a poll cannot explain anything below
+
+    @queue.job("hold")
+    async def hold(ctx: JobContext, name: str, seconds: float) -> None:
+        started[name] = time.monotonic()
+        await asyncio.sleep(seconds)
+        ended[name] = time.monotonic()
+
+    async def main() -> list[tuple[float, int, int]]:
+        store = ClaimLog(pg.url)
+        producer = Runtime(queues=[queue], store=pg.url)
+        consumer = Runtime(queues=[queue], store=store)
+        await producer.start(queues=[])
+        await consumer.start()
+        try:
+            await asyncio.sleep(0.2)
+            store.claims.clear()  # the claim at start
+            alone = await producer.enqueue("hold", name="alone", seconds=0.0)
+            assert (await producer.wait(alone, timeout=3)).state == "done"
+            await asyncio.sleep(0.3)
+            one_job = list(store.claims)
+            holds = [await producer.enqueue("hold", name=name, seconds=0.4) for name in ("first", "also")]
+            while len(started) < 3:
+                await asyncio.sleep(0.01)
+            last = await producer.enqueue("hold", name="last", seconds=0.0)  # its notice finds no free slot
+            for job_id in [*holds, last]:
+                assert (await producer.wait(job_id, timeout=3)).state == "done"
+        finally:
+            await consumer.stop()
+            await producer.stop()
+        return one_job
+
+    one_job = asyncio.run(main())
+    assert [(limit, got) for _, limit, got in one_job] == [(2, 1)]
+    assert started["last"] - min(ended["first"], ended["also"]) < 0.3
+
+
+def test_jobs_arriving_one_by_one_share_claims_at_most_one_per_coalesce_interval(pg: PostgresBackend) -> None:
+    """After a claim that emptied the queue the next claim waits until CLAIM_COALESCE after it began, so
+    jobs enqueued one call at a time share claims; every job still runs once."""
+    ran: list[int] = []
+    queue = Queue("q", max_workers=8, timeout=5, poll=5.0)
+
+    @queue.job("note")
+    async def note(ctx: JobContext, n: int) -> None:
+        ran.append(n)
+
+    async def main() -> list[tuple[float, int, int]]:
+        store = ClaimLog(pg.url)
+        producer = Runtime(queues=[queue], store=pg.url)
+        consumer = Runtime(queues=[queue], store=store)
+        await producer.start(queues=[])
+        await consumer.start()
+        try:
+            ids = [await producer.enqueue("note", n=n) for n in range(60)]
+            for job_id in ids:
+                assert (await producer.wait(job_id, timeout=5)).state == "done"
+        finally:
+            await consumer.stop()
+            await producer.stop()
+        return store.claims
+
+    claims = asyncio.run(main())
+    assert sorted(ran) == list(range(60))
+    for (began, limit, got), (next_began, _, _) in itertools.pairwise(claims):
+        if got < limit:  # it emptied the queue: the next claim waited
+            assert next_began - began >= CLAIM_COALESCE
+    assert sum(got for _, _, got in claims) == 60
 
 
 # -- several processes -----------------------------------------------------------------------------
