@@ -509,6 +509,10 @@ class PostgresStore:
         self._leased_by_claim.difference_update(attempt_holder(c.job_id, c.token) for c in completions)
         try:
             async with self._cursor() as cur:
+                if len(completions) == 1:
+                    one = completions[0]
+                    await cur.execute(self._sql["complete_one"], (one.result_json, one.job_id, one.token, self.channel))
+                    return
                 for start in range(0, len(completions), _IDS_PER_NOTICE):
                     chunk = completions[start : start + _IDS_PER_NOTICE]
                     await cur.execute(
