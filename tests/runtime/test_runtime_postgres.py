@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import itertools
 import json
 import signal
 import subprocess
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -277,6 +279,21 @@ class ClaimLog(PostgresStore):
         return jobs
 
 
+@contextlib.asynccontextmanager
+async def claims_of_another_process(pg: PostgresBackend, queue: Queue) -> AsyncIterator[tuple[Runtime, ClaimLog]]:
+    """A runtime that only enqueues, and the claims of a second one working ``queue``."""
+    store = ClaimLog(pg.url)
+    producer = Runtime(queues=[queue], store=pg.url)
+    consumer = Runtime(queues=[queue], store=store)
+    await producer.start(queues=[])
+    await consumer.start()
+    try:
+        yield producer, store
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
 def test_a_freed_slot_claims_only_when_there_may_be_more_work(pg: PostgresBackend) -> None:
     """Notices announce every runnable job, so a slot freed after a claim that emptied the queue claims
     nothing (it used to claim once more, empty, after every job); a job announced while every slot was busy
@@ -292,12 +309,7 @@ def test_a_freed_slot_claims_only_when_there_may_be_more_work(pg: PostgresBacken
         ended[name] = time.monotonic()
 
     async def main() -> list[tuple[float, int, int]]:
-        store = ClaimLog(pg.url)
-        producer = Runtime(queues=[queue], store=pg.url)
-        consumer = Runtime(queues=[queue], store=store)
-        await producer.start(queues=[])
-        await consumer.start()
-        try:
+        async with claims_of_another_process(pg, queue) as (producer, store):
             await asyncio.sleep(0.2)
             store.claims.clear()  # the claim at start
             alone = await producer.enqueue("hold", name="alone", seconds=0.0)
@@ -310,9 +322,6 @@ def test_a_freed_slot_claims_only_when_there_may_be_more_work(pg: PostgresBacken
             last = await producer.enqueue("hold", name="last", seconds=0.0)  # its notice finds no free slot
             for job_id in [*holds, last]:
                 assert (await producer.wait(job_id, timeout=3)).state == "done"
-        finally:
-            await consumer.stop()
-            await producer.stop()
         return one_job
 
     one_job = asyncio.run(main())
@@ -331,18 +340,10 @@ def test_jobs_arriving_one_by_one_share_claims_at_most_one_per_coalesce_interval
         ran.append(n)
 
     async def main() -> list[tuple[float, int, int]]:
-        store = ClaimLog(pg.url)
-        producer = Runtime(queues=[queue], store=pg.url)
-        consumer = Runtime(queues=[queue], store=store)
-        await producer.start(queues=[])
-        await consumer.start()
-        try:
+        async with claims_of_another_process(pg, queue) as (producer, store):
             ids = [await producer.enqueue("note", n=n) for n in range(60)]
             for job_id in ids:
                 assert (await producer.wait(job_id, timeout=5)).state == "done"
-        finally:
-            await consumer.stop()
-            await producer.stop()
         return store.claims
 
     claims = asyncio.run(main())
