@@ -2,5 +2,5 @@
 -- keeps (an unnest of parameters is planned again on every call). Keep the two alike.
 WITH done AS (UPDATE {jobs} SET state = 'done', result = %s::jsonb, finished_at = now(),
     lease_until = NULL, worker_id = NULL
-    WHERE id = %s AND claims = %s AND state NOT IN ('done', 'cancelled') RETURNING id)
+    WHERE id = %s::bigint AND claims = %s::int AND state NOT IN ('done', 'cancelled') RETURNING id)
 SELECT COUNT(*), COUNT(pg_notify(%s, 'f ' || id)) FROM done

@@ -491,7 +491,8 @@ class PostgresStore:
             async with self._cursor() as cur:
                 if len(completions) == 1:
                     one = completions[0]
-                    await cur.execute(self._sql["complete_one"], (one.result_json, one.job_id, one.token, self.channel))
+                    params = (one.result_json, int(one.job_id), one.token, self.channel)
+                    await cur.execute(self._sql["complete_one"], params)
                     return
                 for start in range(0, len(completions), _IDS_PER_NOTICE):
                     chunk = completions[start : start + _IDS_PER_NOTICE]
