@@ -265,45 +265,6 @@ def test_waiter_in_another_process_is_woken_by_the_completion_notice(pg: Postgre
     asyncio.run(main())
 
 
-def test_a_cut_listen_connection_reconnects_and_wakes_workers_again(pg: PostgresBackend) -> None:
-    """The server ends every LISTEN session (as a failover or an idle-session killer would): each runtime
-    reconnects and LISTENs again, and a job of another process starts by its notice, long before the poll."""
-    started: list[float] = []
-    queue = Queue("q", max_workers=2, timeout=5, poll=5.0)
-
-    @queue.job("stamp")
-    async def stamp(ctx: JobContext, at: float) -> None:
-        started.append(time.time() - at)
-
-    def listeners() -> list[int]:
-        rows = pg.rows("SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND pid <> pg_backend_pid()")
-        return [row["pid"] for row in rows]
-
-    async def main() -> None:
-        producer = Runtime(queues=[queue], store=pg.url)
-        consumer = Runtime(queues=[queue], store=pg.url)
-        await producer.start(queues=[])
-        await consumer.start()
-        try:
-            cut = listeners()
-            assert len(cut) == 2
-            pg.rows(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN ({', '.join(map(str, cut))})")
-            deadline = time.monotonic() + 5
-            while (len(listeners()) < 2 or set(listeners()) & set(cut)) and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-            assert len(listeners()) == 2 and not set(listeners()) & set(cut)
-            await asyncio.sleep(0.3)  # the look everywhere each reconnect makes is over
-            for _ in range(3):
-                job_id = await producer.enqueue("stamp", at=time.time())
-                assert (await producer.wait(job_id, timeout=3)).state == "done"
-        finally:
-            await consumer.stop()
-            await producer.stop()
-
-    asyncio.run(main())
-    assert len(started) == 3 and max(started) < 1.0  # woken by notices; the poll is 5 s
-
-
 class ClaimLog(PostgresStore):
     """A PostgreSQL store that notes each claim: when it began (monotonic), how many it asked, how many came."""
 
@@ -391,6 +352,39 @@ def test_jobs_arriving_one_by_one_share_claims_at_most_one_per_coalesce_interval
         if got < limit:  # it emptied the queue: the next claim waited
             assert next_began - began >= CLAIM_COALESCE
     assert sum(got for _, _, got in claims) == 60
+
+
+def test_a_cut_listen_connection_reconnects_and_wakes_workers_again(pg: PostgresBackend) -> None:
+    """The server ends every LISTEN session (as a failover or an idle-session killer would): each runtime
+    reconnects and LISTENs again, and a job of another process starts by its notice, long before the poll."""
+    started: list[float] = []
+    queue = Queue("q", max_workers=2, timeout=5, poll=5.0)
+
+    @queue.job("stamp")
+    async def stamp(ctx: JobContext, at: float) -> None:
+        started.append(time.time() - at)
+
+    def listeners() -> list[int]:
+        rows = pg.rows("SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND pid <> pg_backend_pid()")
+        return [row["pid"] for row in rows]
+
+    async def main() -> None:
+        async with claims_of_another_process(pg, queue) as (producer, _):
+            cut = listeners()
+            assert len(cut) == 2
+            with psycopg.connect(pg.url, autocommit=True) as conn:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (cut,))
+            deadline = time.monotonic() + 5
+            while (len(listeners()) < 2 or set(listeners()) & set(cut)) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert len(listeners()) == 2 and not set(listeners()) & set(cut)
+            await asyncio.sleep(0.3)  # the look everywhere each reconnect makes is over
+            for _ in range(3):
+                job_id = await producer.enqueue("stamp", at=time.time())
+                assert (await producer.wait(job_id, timeout=3)).state == "done"
+
+    asyncio.run(main())
+    assert len(started) == 3 and max(started) < 1.0  # woken by notices; the poll is 5 s
 
 
 # -- several processes -----------------------------------------------------------------------------
