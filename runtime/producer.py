@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import time
 
 from corral.runtime.config import RuntimeConfig
@@ -27,13 +28,23 @@ __all__ = ["Producer", "Producers"]
 
 log = logging.getLogger("corral.runtime")
 
+# Seconds a claim waits after the start of the previous one when that one emptied the queue: jobs arriving
+# one by one (faster than a claim's round trip) are then claimed a few at a time, not one claim each.
+# A job arriving after a quiet spell is claimed at once.
+CLAIM_COALESCE = 0.001
+
 
 class Producer:
     """The claim loop of one queue: claims up to its free slots and starts one task per claimed job.
 
     Adaptive polling, for jobs enqueued by other processes: right after finding work the next look
     comes after ``config.hot_poll``, then the interval doubles up to ``queue.poll`` when idle. When the
-    store pushes notices of new jobs (``pushed``), polling is only the fallback: every ``queue.poll``.
+    store pushes notices of new jobs (``pushed``), polling is only the fallback: every ``queue.poll``;
+    a freed slot then claims only while there may be more work than the last claim took (it filled
+    every free slot or failed, or the queue is per_key), since every new runnable job comes with a
+    notice (one arriving while every slot is busy finds the last claim full, so the next freed slot
+    claims). A claim right after one that emptied the queue waits until ``CLAIM_COALESCE`` after that
+    one began, so jobs arriving faster than claims share one.
     """
 
     def __init__(
@@ -53,12 +64,15 @@ class Producer:
         self._lifecycle = lifecycle
         self._worker_id = worker_id
         self._hot_poll = queue.poll if pushed else config.hot_poll
+        self._pushed = pushed
         self._wake = asyncio.Event()
+        self._backlog = True  # the last claim may have left runnable jobs behind
+        self._last_claim = -math.inf  # when the last claim began (monotonic)
         self._running: dict[tuple[int, int], asyncio.Task[None]] = {}  # (job id, claim token) -> task
         self._past_filled_keys = _LookPastFilledKeys(first_wait=config.hot_poll, longest_wait=queue.poll)
 
     def wake(self) -> None:
-        """Look for jobs now (new local jobs, a freed worker or key slot, a due retry, the stop)."""
+        """Look for jobs now (new local jobs, a notice, a freed key slot, a due retry, the stop)."""
         self._wake.set()
 
     def running_jobs(self) -> list[asyncio.Task[None]]:
@@ -74,11 +88,19 @@ class Producer:
             free = queue.max_workers - len(self._running)
             claimed: list[ClaimedJob] = []
             if free > 0:
+                await self._coalesce()
+                if not self._lifecycle.claiming:
+                    break
+                self._wake.clear()  # news during the wait is claimed by this claim
+                free = queue.max_workers - len(self._running)
+                self._last_claim = time.monotonic()
                 try:
                     # per_key: the store skips jobs whose key has no free slot and leases the others'
                     # slots with the claim, so a hot key's backlog is never claimed only to be snoozed.
                     claimed = await self._store.claim(queue.name, free, self._worker_id, per_key=queue.per_key)
+                    self._backlog = len(claimed) >= free or queue.per_key is not None
                 except Exception:
+                    self._backlog = True
                     log.exception("queue %s: claim failed; retrying after the poll interval", queue.name)
                 for job in claimed:
                     task = spawn(self._executor.execute(queue, job), name=f"corral:job:{job.kind}:{job.id}")
@@ -96,9 +118,19 @@ class Producer:
             if not await wait_event(self._wake, wait) and free > 0:
                 idle_wait = min(idle_wait * 2, queue.poll)
 
+    async def _coalesce(self) -> None:
+        """Wait out ``CLAIM_COALESCE`` after the last claim when it emptied the queue (not on per_key queues,
+        whose claims are paced by :class:`_LookPastFilledKeys`)."""
+        if self._backlog or self.queue.per_key is not None:
+            return
+        remaining = self._last_claim + CLAIM_COALESCE - time.monotonic()
+        if remaining > 0:
+            await asyncio.sleep(remaining)
+
     def _attempt_done(self, attempt: tuple[int, int], _task: asyncio.Task[None]) -> None:
         del self._running[attempt]
-        self._wake.set()  # a slot is free
+        if self._backlog or not self._pushed:
+            self._wake.set()  # a slot is free, and there may be a job for it
 
 
 class _LookPastFilledKeys:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import itertools
 import json
 import signal
 import subprocess
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import psycopg
 import pytest
 from conftest import Cli
 from corral.runtime import BudgetError, ConfigError, JobContext, Queue, Runtime, StoreUnavailable
+from corral.runtime.producer import CLAIM_COALESCE
 from corral.runtime.stores.postgres import SCHEMA_VERSION, PostgresStore
 from corral.runtime.stores.protocol import JobFilter, NewJob
 from psycopg_pool import AsyncConnectionPool
@@ -260,6 +263,128 @@ def test_waiter_in_another_process_is_woken_by_the_completion_notice(pg: Postgre
             await waiter.stop()
 
     asyncio.run(main())
+
+
+class ClaimLog(PostgresStore):
+    """A PostgreSQL store that notes each claim: when it began (monotonic), how many it asked, how many came."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.claims: list[tuple[float, int, int]] = []
+
+    async def claim(self, queue: str, limit: int, worker_id: str, *, per_key: int | None = None) -> Any:
+        began = time.monotonic()
+        jobs = await super().claim(queue, limit, worker_id, per_key=per_key)
+        self.claims.append((began, limit, len(jobs)))
+        return jobs
+
+
+@contextlib.asynccontextmanager
+async def claims_of_another_process(pg: PostgresBackend, queue: Queue) -> AsyncIterator[tuple[Runtime, ClaimLog]]:
+    """A runtime that only enqueues, and the claims of a second one working ``queue``."""
+    store = ClaimLog(pg.url)
+    producer = Runtime(queues=[queue], store=pg.url)
+    consumer = Runtime(queues=[queue], store=store)
+    await producer.start(queues=[])
+    await consumer.start()
+    try:
+        yield producer, store
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
+def test_a_freed_slot_claims_only_when_there_may_be_more_work(pg: PostgresBackend) -> None:
+    """Notices announce every runnable job, so a slot freed after a claim that emptied the queue claims
+    nothing (it used to claim once more, empty, after every job); a job announced while every slot was busy
+    is claimed as soon as one frees, not at the next poll."""
+    started: dict[str, float] = {}
+    ended: dict[str, float] = {}
+    queue = Queue("q", max_workers=2, timeout=5, poll=5.0)  # a poll cannot explain anything below
+
+    @queue.job("hold")
+    async def hold(ctx: JobContext, name: str, seconds: float) -> None:
+        started[name] = time.monotonic()
+        await asyncio.sleep(seconds)
+        ended[name] = time.monotonic()
+
+    async def main() -> list[tuple[float, int, int]]:
+        async with claims_of_another_process(pg, queue) as (producer, store):
+            await asyncio.sleep(0.2)
+            store.claims.clear()  # the claim at start
+            alone = await producer.enqueue("hold", name="alone", seconds=0.0)
+            assert (await producer.wait(alone, timeout=3)).state == "done"
+            await asyncio.sleep(0.3)
+            one_job = list(store.claims)
+            holds = [await producer.enqueue("hold", name=name, seconds=0.4) for name in ("first", "also")]
+            while len(started) < 3:
+                await asyncio.sleep(0.01)
+            last = await producer.enqueue("hold", name="last", seconds=0.0)  # its notice finds no free slot
+            for job_id in [*holds, last]:
+                assert (await producer.wait(job_id, timeout=3)).state == "done"
+        return one_job
+
+    one_job = asyncio.run(main())
+    assert [(limit, got) for _, limit, got in one_job] == [(2, 1)]
+    assert started["last"] - min(ended["first"], ended["also"]) < 0.3
+
+
+def test_jobs_arriving_one_by_one_share_claims_at_most_one_per_coalesce_interval(pg: PostgresBackend) -> None:
+    """After a claim that emptied the queue the next claim waits until CLAIM_COALESCE after it began, so
+    jobs enqueued one call at a time share claims; every job still runs once."""
+    ran: list[int] = []
+    queue = Queue("q", max_workers=8, timeout=5, poll=5.0)
+
+    @queue.job("note")
+    async def note(ctx: JobContext, n: int) -> None:
+        ran.append(n)
+
+    async def main() -> list[tuple[float, int, int]]:
+        async with claims_of_another_process(pg, queue) as (producer, store):
+            ids = [await producer.enqueue("note", n=n) for n in range(60)]
+            for job_id in ids:
+                assert (await producer.wait(job_id, timeout=5)).state == "done"
+        return store.claims
+
+    claims = asyncio.run(main())
+    assert sorted(ran) == list(range(60))
+    for (began, limit, got), (next_began, _, _) in itertools.pairwise(claims):
+        if got < limit:  # it emptied the queue: the next claim waited
+            assert next_began - began >= CLAIM_COALESCE
+    assert sum(got for _, _, got in claims) == 60
+
+
+def test_a_cut_listen_connection_reconnects_and_wakes_workers_again(pg: PostgresBackend) -> None:
+    """The server ends every LISTEN session (as a failover or an idle-session killer would): each runtime
+    reconnects and LISTENs again, and a job of another process starts by its notice, long before the poll."""
+    started: list[float] = []
+    queue = Queue("q", max_workers=2, timeout=5, poll=5.0)
+
+    @queue.job("stamp")
+    async def stamp(ctx: JobContext, at: float) -> None:
+        started.append(time.time() - at)
+
+    def listeners() -> list[int]:
+        rows = pg.rows("SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND pid <> pg_backend_pid()")
+        return [row["pid"] for row in rows]
+
+    async def main() -> None:
+        async with claims_of_another_process(pg, queue) as (producer, _):
+            cut = listeners()
+            assert len(cut) == 2
+            with psycopg.connect(pg.url, autocommit=True) as conn:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (cut,))
+            deadline = time.monotonic() + 5
+            while (len(listeners()) < 2 or set(listeners()) & set(cut)) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert len(listeners()) == 2 and not set(listeners()) & set(cut)
+            await asyncio.sleep(0.3)  # the look everywhere each reconnect makes is over
+            for _ in range(3):
+                job_id = await producer.enqueue("stamp", at=time.time())
+                assert (await producer.wait(job_id, timeout=3)).state == "done"
+
+    asyncio.run(main())
+    assert len(started) == 3 and max(started) < 1.0  # woken by notices; the poll is 5 s
 
 
 # -- several processes -----------------------------------------------------------------------------
