@@ -34,8 +34,10 @@ transaction.atomic()` at module level or in the function, then `with tx:`; `self
 methods or `tx = ...` in its body, then `with self.tx:`; one imported from another module is not followed).
 Items after the opening one in the same `with` are inside it. The project's own wrappers of them are scopes too
 where they are used (`corral.gates.knowledge.transaction_scopes` says which): a `@contextmanager` whose every
-`yield` is inside one, a class whose `__enter__` enters one, a decorator that runs its function inside one; the
-message names the wrapper and where it opens the transaction. Network calls are what
+`yield` is inside one, a class whose `__enter__` enters one, a decorator that runs its function inside one, a
+plain function whose every `return` hands back one's call (`return transaction.atomic(using=using)`, entered or
+applied as a decorator where it is used; one that may return anything else is not); the message names the
+wrapper and where it opens the transaction. Network calls are what
 `corral.gates.knowledge.network` classifies, also through a client another project module binds at module level
 (`from app.clients import session` or `import app.clients as c`, then `session.post(...)`,
 `c.session.post(...)`, re-exports included): the message names the client and where it is built.

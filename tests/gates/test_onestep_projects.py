@@ -19,6 +19,7 @@ PROJECTS = [
     FIXTURES / "crl4_projects" / "atomic_objects",
     FIXTURES / "crl4_projects" / "consumed_callables",
     FIXTURES / "crl4_projects" / "wrapper_aliases",
+    FIXTURES / "crl4_projects" / "returned_openers",
 ]
 
 
