@@ -225,3 +225,14 @@ def test_django_rq_queues_take_their_default_timeout_from_rq_queues(copy) -> Non
     settings = root / "shop" / "settings.py"
     settings.write_text(settings.read_text().replace('"DEFAULT_TIMEOUT": -1', '"DEFAULT_TIMEOUT": 600'))
     assert run_corral("check", cwd=root).returncode == 0
+
+
+def test_a_decorator_reexported_by_assignment_declares_the_kinds_it_names(copy) -> None:
+    root = copy("reexported_jobs")
+    report = json.loads(run_corral("jobs", "--static", "--format", "json", cwd=root).stdout)["jobs"]
+    # `job = rq_job` and `partial(rq_job, ...)` declare RQ kinds; `job = <a decorator of an unknown module>` none.
+    assert [(kind["kind"], kind["queue"], kind["timeout"]) for kind in report] == [
+        ("fetch", "q", 20.0),
+        ("fetch_bounded", "q", 20.0),
+        ("send", "mail", 30.0),
+    ]
