@@ -236,3 +236,16 @@ def test_a_decorator_reexported_by_assignment_declares_the_kinds_it_names(copy) 
         ("fetch_bounded", "q", 20.0),
         ("send", "mail", 30.0),
     ]
+
+
+def test_an_enqueue_through_a_wrapper_follows_the_module_that_wraps_the_decorator(copy) -> None:
+    root = copy("reexported_jobs")
+    warm = finding_lines(run_corral("check", cwd=root).stdout)
+    assert "shop/views.py:10:9: CRL402" in warm
+    jobs = root / "shop" / "jobs.py"
+    original = jobs.read_text()
+    # mail_job wraps no job decorator any more: the cached verdict of views.py, which never names jobs.py, must go.
+    jobs.write_text(original.replace('mail_job = partial(rq_job, "mail", timeout=30)', "mail_job = print"))
+    assert "shop/views.py:10:9: CRL402" not in finding_lines(run_corral("check", cwd=root).stdout)
+    jobs.write_text(original)
+    assert finding_lines(run_corral("check", cwd=root).stdout) == warm
