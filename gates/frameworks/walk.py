@@ -346,7 +346,11 @@ class Finder:
                     return inner._replace(chain=steps)
             return None
         if isinstance(node, (ast.Name, ast.Attribute)):
-            return self._wrapper(node, None, values, depth + 1)
+            # `job = rq_job`: a re-export by assignment, a step of the chain as one by import is.
+            inner = self._wrapper(node, None, values, depth + 1)
+            if inner is None:
+                return None
+            return inner._replace(chain=(*inner.chain, f"{ast.unparse(node)} assigned at {values.where(node)}"))
         return None
 
     def _wrapped(
@@ -522,7 +526,7 @@ def declared_kinds(
     function: Function, module: ModuleInfo, project: ProjectModules, dispatch: Dispatch
 ) -> list[JobKind]:
     """The kinds the decorators of `function` (of `module`) declare under `dispatch`'s frameworks, read as `Finder`
-    reads them (wrappers through other project modules excepted). Answered once per run and dispatch; each
+    reads them (wrappers through other project modules included). Answered once per run and dispatch; each
     file asking depends on what the reading read."""
     if not function.decorator_list:
         return []
@@ -530,7 +534,7 @@ def declared_kinds(
     known = memo.get(function)
     if known is None:
         with project.recording() as read:
-            finder = Finder(StaticValues(module, project), dispatch, strict=False, follows_wrappers=False)
+            finder = Finder(StaticValues(module, project), dispatch, strict=False, follows_wrappers=True)
             defined_in = module.names.scope_of(function).parent or module.names.root
             kinds = [kind for kind in finder.declared_by(function, defined_in) if kind.function is function]
         known = memo[function] = (kinds, read)

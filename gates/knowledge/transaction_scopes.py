@@ -19,7 +19,9 @@ A project wrapper is a transaction scope where it is used (`TransactionScopes.op
   one), at `with C(...):`;
 - a decorator function whose every `return` hands back either an opener applied to the decorated
   function (`transaction.atomic(func)`) or a function defined in it that calls the decorated function
-  only inside a transaction scope; `@d(...)` when `d` returns such a decorator.
+  only inside a transaction scope; `@d(...)` when `d` returns such a decorator;
+- a plain function whose every `return` hands back a call that opens one (`return transaction.atomic(using=
+  using)`, or another such wrapper's call), at `with f(...):` and, as Django's atomic allows, at `@f(...)`.
 
 A wrapper that passes its own parameter on as the database alias (`atomic(using=using)`) opens the
 transaction on the alias each use passes (`Transaction.alias_parameter`, bound by `_alias_passed`), else on
@@ -144,6 +146,8 @@ class TransactionScopes:
             shown += "(...)" if expression.args or expression.keywords else "()"
             for callee in self.functions.callees(expression, scope, module, runs_now=False):
                 inner = self._remembered(callee.function, partial(self._context_manager, callee))
+                if inner is None:
+                    inner = self._remembered((callee.function, "returns"), partial(self._returned_opener, callee))
                 if inner is None and decorator:
                     inner = self._remembered((callee.function, "factory"), partial(self._decorator_factory, callee))
                 if inner is not None:
@@ -226,6 +230,25 @@ class TransactionScopes:
         ):
             return None
         return _every_one_inside(list(self._inside(function, module, _is_yield)))
+
+    def _returned_opener(self, callee: Callee) -> Transaction | None:
+        """A plain function whose every `return` hands back an opener's call (`return transaction.atomic(using=
+        using)`, or another such wrapper's): what it returns is entered (or, as Django's atomic allows, decorates)
+        where it is used."""
+        function, module = callee.function, callee.module
+        scope = module.names.scope_of(function)
+        found: Transaction | None = None
+        returns = list(_returns(function.body))
+        if not returns:
+            return None
+        for returned in returns:
+            if not isinstance(returned.value, ast.Call):
+                return None
+            opened = self.opened_by(returned.value, scope, module, decorator=False)
+            if opened is None:
+                return None
+            found = found or opened._replace(shown=f"{module.relpath}:{returned.lineno}: {opened.shown}")
+        return found
 
     def _decorator_factory(self, callee: Callee) -> Transaction | None:
         """`@factory(...)`: the transaction of the decorator `factory` returns (a function defined in it)."""

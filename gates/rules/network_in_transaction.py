@@ -34,8 +34,10 @@ transaction.atomic()` at module level or in the function, then `with tx:`; `self
 methods or `tx = ...` in its body, then `with self.tx:`; one imported from another module is not followed).
 Items after the opening one in the same `with` are inside it. The project's own wrappers of them are scopes too
 where they are used (`corral.gates.knowledge.transaction_scopes` says which): a `@contextmanager` whose every
-`yield` is inside one, a class whose `__enter__` enters one, a decorator that runs its function inside one; the
-message names the wrapper and where it opens the transaction. Network calls are what
+`yield` is inside one, a class whose `__enter__` enters one, a decorator that runs its function inside one, a
+plain function whose every `return` hands back one's call (`return transaction.atomic(using=using)`, entered or
+applied as a decorator where it is used; one that may return anything else is not); the message names the
+wrapper and where it opens the transaction. Network calls are what
 `corral.gates.knowledge.network` classifies, also through a client another project module binds at module level
 (`from app.clients import session` or `import app.clients as c`, then `session.post(...)`,
 `c.session.post(...)`, re-exports included): the message names the client and where it is built.
@@ -452,18 +454,18 @@ class NetworkInTransaction(Rule, ScopedVisitor):
         finally:
             self.via, self.followed = outer
 
-    def _waits_for_commit(self, using: str | None) -> str | None:
+    def _waits_for_commit(self, using: str | None, written: str | None = None) -> str | None:
         """None when Django's `on_commit(..., using=<using>)` waits for a commit here (a Django transaction of that
-        database is open), else why it runs its callable at once."""
+        database is open), else why it runs its callable at once; `written`: its `using=` as the call spells it
+        (`'default'` and `None` are the default database, `using` None)."""
         django = [transaction for transaction in self.transactions if transaction.django]
         if any(transaction.alias == using for transaction in django):
             return None
         if not django:
             return "on_commit runs at once: Django has no transaction open (this one is not Django's)"
         if using is None:
-            return (
-                f"on_commit without using={django[-1].alias} runs at once: the default database has no transaction open"
-            )
+            passed = "without using=" if written is None else f"with using={written}, not "
+            return f"on_commit {passed}{django[-1].alias} runs at once: the default database has no transaction open"
         return f"on_commit(using={using}) runs at once: that database has no transaction open"
 
     def _deferred(self, enqueue: JobEnqueue) -> bool:
@@ -476,10 +478,9 @@ class NetworkInTransaction(Rule, ScopedVisitor):
     def _run_at_once(self, call: ast.Call) -> None:
         """Follow the callable handed to `on_commit` as called here when no transaction of its database is open."""
         using_keyword = next((keyword.value for keyword in call.keywords if keyword.arg == "using"), None)
-        using = None if using_keyword is None else ast.unparse(using_keyword)
-        if using in ("'default'", "None"):
-            using = None
-        reason = self._waits_for_commit(using)
+        written = None if using_keyword is None else ast.unparse(using_keyword)
+        using = None if written in ("'default'", "None") else written
+        reason = self._waits_for_commit(using, written)
         handed = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "func"), None)
         if reason is None or handed is None:
             return

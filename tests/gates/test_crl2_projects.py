@@ -225,3 +225,27 @@ def test_django_rq_queues_take_their_default_timeout_from_rq_queues(copy) -> Non
     settings = root / "shop" / "settings.py"
     settings.write_text(settings.read_text().replace('"DEFAULT_TIMEOUT": -1', '"DEFAULT_TIMEOUT": 600'))
     assert run_corral("check", cwd=root).returncode == 0
+
+
+def test_a_decorator_reexported_by_assignment_declares_the_kinds_it_names(copy) -> None:
+    root = copy("reexported_jobs")
+    report = json.loads(run_corral("jobs", "--static", "--format", "json", cwd=root).stdout)["jobs"]
+    # `job = rq_job` and `partial(rq_job, ...)` declare RQ kinds; `job = <a decorator of an unknown module>` none.
+    assert [(kind["kind"], kind["queue"], kind["timeout"]) for kind in report] == [
+        ("fetch", "q", 20.0),
+        ("fetch_bounded", "q", 20.0),
+        ("send", "mail", 30.0),
+    ]
+
+
+def test_an_enqueue_through_a_wrapper_follows_the_module_that_wraps_the_decorator(copy) -> None:
+    root = copy("reexported_jobs")
+    warm = finding_lines(run_corral("check", cwd=root).stdout)
+    assert "shop/views.py:10:9: CRL402" in warm
+    jobs = root / "shop" / "jobs.py"
+    original = jobs.read_text()
+    # mail_job wraps no job decorator any more: the cached verdict of views.py, which never names jobs.py, must go.
+    jobs.write_text(original.replace('mail_job = partial(rq_job, "mail", timeout=30)', "mail_job = print"))
+    assert "shop/views.py:10:9: CRL402" not in finding_lines(run_corral("check", cwd=root).stdout)
+    jobs.write_text(original)
+    assert finding_lines(run_corral("check", cwd=root).stdout) == warm

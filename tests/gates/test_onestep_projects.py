@@ -19,6 +19,8 @@ PROJECTS = [
     FIXTURES / "crl4_projects" / "atomic_objects",
     FIXTURES / "crl4_projects" / "consumed_callables",
     FIXTURES / "crl4_projects" / "wrapper_aliases",
+    FIXTURES / "crl4_projects" / "returned_openers",
+    FIXTURES / "crl2_projects" / "reexported_jobs",
 ]
 
 

@@ -75,6 +75,8 @@ PROJECTS = [
     FIXTURES_ROOT / "crl4_projects" / "atomic_objects",
     FIXTURES_ROOT / "crl4_projects" / "consumed_callables",
     FIXTURES_ROOT / "crl4_projects" / "wrapper_aliases",
+    FIXTURES_ROOT / "crl4_projects" / "returned_openers",
+    FIXTURES_ROOT / "crl2_projects" / "reexported_jobs",
 ]
 PROJECT_FILES = [(root, path) for root in PROJECTS for path in sorted(root.rglob("*.py"))]
 
