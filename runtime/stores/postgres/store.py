@@ -426,17 +426,7 @@ class PostgresStore:
     @staticmethod
     def _values(job: NewJob, event_id: int | None, now: float) -> tuple[Any, ...]:
         """One job's values in the order both insert statements (and ``insert_one.sql``) take them."""
-        return (
-            job.queue,
-            job.kind,
-            job.args_json,
-            job.key,
-            job.max_attempts,
-            job.lease_seconds,
-            job.run_at - now,
-            event_id,
-            job.priority,
-        )
+        return (*job.leading_values(), job.run_at - now, event_id, job.priority)
 
     def _columns(self, jobs: Sequence[NewJob], event_ids: Sequence[int | None]) -> tuple[list[Any], ...]:
         """The bound arrays both insert statements start with, one element per job."""
