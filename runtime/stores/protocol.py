@@ -120,6 +120,11 @@ class NewJob:
     """The key the job holds while its state is one of ``unique_states`` (a digest the runtime makes)."""
     unique_states: tuple[str, ...] = UNIQUE_ALWAYS
 
+    def leading_values(self) -> tuple[str, str, str, str | None, int, float]:
+        """The values every store's insert statement starts with, in this order: queue, kind, args_json,
+        key, max_attempts, lease_seconds (when and how it runs follow, as each store keeps them)."""
+        return (self.queue, self.kind, self.args_json, self.key, self.max_attempts, self.lease_seconds)
+
 
 @dataclass(frozen=True)
 class ClaimedJob:

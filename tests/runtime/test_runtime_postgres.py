@@ -210,6 +210,45 @@ def test_the_applications_pool_sets_the_budget_and_is_left_open(pg: PostgresBack
     assert Runtime(queues=[], store=pg.url, max_conns=12).budget().max_conns == 12  # an owned pool of max_conns
 
 
+@pytest.mark.parametrize("autocommit", [True, False])
+def test_a_pooled_connection_is_committed_and_comes_back_clean_after_a_refused_insert(
+    pg: PostgresBackend, autocommit: bool
+) -> None:
+    """The store takes pooled connections by getconn/putconn: on a borrowed pool's transactional connection
+    a job is committed (not rolled back by the pool) and a refused statement is rolled back, so the one
+    connection serves the next enqueue; an autocommit connection likewise."""
+
+    def job(text: str, priority: int = 0) -> NewJob:
+        return NewJob(
+            queue="q",
+            kind="k",
+            args_json=json.dumps({"text": text}),
+            key=None,
+            run_at=time.time(),
+            max_attempts=1,
+            lease_seconds=5.0,
+            priority=priority,
+        )
+
+    async def main() -> None:
+        kwargs = {"autocommit": True} if autocommit else {}
+        async with AsyncConnectionPool(pg.url, min_size=1, max_size=1, kwargs=kwargs, open=False) as pool:
+            store = PostgresStore(pool)
+            await store.open()
+            first = await store.enqueue([job("first")])
+            with pytest.raises(psycopg.errors.CheckViolation):  # the schema's CHECK refuses priority 7
+                await store.enqueue([job("refused", priority=7)])
+            second = await store.enqueue([job("second")])
+            assert second[0] > first[0]
+            async with pool.connection() as conn:  # the pool's only connection, idle and usable
+                assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            await store.close()
+
+    asyncio.run(main())
+    texts = [row["args"]["text"] for row in pg.rows("SELECT args FROM corral_jobs ORDER BY id")]
+    assert texts == ["first", "second"]  # committed, seen from another connection; nothing of the refused one
+
+
 # -- LISTEN/NOTIFY and polling ---------------------------------------------------------------------
 
 

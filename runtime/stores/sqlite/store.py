@@ -71,18 +71,7 @@ SCHEMA_VERSION = _MIGRATIONS[-1][0]
 
 def _plain_columns(job: NewJob, now: float) -> tuple[Any, ...]:
     """The values of ``insert_job.sql`` for ``job`` (``insert_unique_job.sql`` takes two more)."""
-    return (
-        job.queue,
-        job.kind,
-        job.args_json,
-        job.key,
-        job.max_attempts,
-        job.lease_seconds,
-        job.run_at,
-        now,
-        None,
-        job.priority,
-    )
+    return (*job.leading_values(), job.run_at, now, None, job.priority)
 
 
 def _path_from_url(url: str) -> str:
