@@ -15,6 +15,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 
 from corral.gates.analysis.names import ModuleNames, Scope, is_type_checking_test
+from corral.gates.analysis.nodes import children
 
 # A node's parts, each with the scope it runs in.
 Parts = list[tuple[ast.AST, Scope]]
@@ -97,7 +98,8 @@ class ScopedVisitor(ast.NodeVisitor):
         return index < len(lines) and lines[index] <= (statement.end_lineno or statement.lineno)
 
     def generic_visit(self, node: ast.AST) -> None:
-        for _, value in ast.iter_fields(node):
+        for field in node._fields:  # `ast.iter_fields` without its generator: every body the walk reaches
+            value = getattr(node, field, None)
             if isinstance(value, list):
                 for item in value:
                     if isinstance(item, ast.stmt):
@@ -178,7 +180,7 @@ def scoped_nodes(tree: ast.Module, names: ModuleNames) -> Iterator[tuple[ast.AST
         found.append((node, scope))
         parts = scoped_parts(node, scope, names, enters_type_checking=True)
         if parts is None:
-            parts = [(child, scope) for child in ast.iter_child_nodes(node)]
+            parts = [(child, scope) for child in children(node)]
         pending.extend(reversed(parts))
     return iter(found)
 
