@@ -1,12 +1,15 @@
-"""`analysis.nodes`: the walks the call following reads bodies with give `ast.walk`'s nodes in its order."""
+"""`analysis.nodes`: the walks the call following reads bodies with give `ast.walk`'s nodes in its order; and
+`scoped.lines_mentioning` finds the lines its whole-word pattern does."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 from corral.gates.analysis.nodes import STATEMENT_HOLDERS, children, walk, walk_statements
+from corral.gates.analysis.scoped import lines_mentioning
 from expectations import FIXTURES
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -59,3 +62,24 @@ def test_walk_statements_reads_no_expression() -> None:
     tree = ast.parse(SAMPLE)
     assert not any(isinstance(node, ast.expr) for node in walk_statements(tree))
     assert sum(isinstance(node, ast.Assign) for node in walk_statements(tree)) == 5
+
+
+WORDS = ("atomic", "Thread", "db.begin", "_spawn", "é")
+TEXTS = [
+    "atomic\nnonatomic atomic_x x_atomic\n  with transaction.atomic():\n",
+    "Threads Thread(target=f)\nthreading.Thread\n\n\nxThread Thread\n",
+    "db.begin() adb.begin db.beginning (db.begin)\n",
+    "_spawn(); __spawn _spawn_ é éé aé é1 1é\r\né\n",
+    "atomicatomic atomic",
+    "",
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_lines_mentioning_gives_the_lines_of_the_whole_word_pattern(text: str) -> None:
+    """Found without the pattern's leading word boundary (so `re` skips ahead), checked where each match starts."""
+    for count in range(1, len(WORDS) + 1):
+        words = WORDS[:count]
+        pattern = re.compile(r"\b(?:" + "|".join(sorted(re.escape(word) for word in words)) + r")\b")
+        expected = sorted({text.count("\n", 0, match.start()) + 1 for match in pattern.finditer(text)})
+        assert lines_mentioning(text, words) == expected
