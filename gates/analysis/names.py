@@ -33,6 +33,8 @@ import builtins
 from collections.abc import Container, Iterator, Mapping
 from typing import NamedTuple, TypeVar
 
+from corral.gates.analysis.nodes import walk_statements
+
 LOOP = "<loop>"
 LOCAL = "<local>"
 
@@ -462,7 +464,8 @@ class ModuleNames:
         """What a method assigns to `self.<name>` (its first parameter's attributes), for `instance_attributes`."""
         assert scope.instance is not None
         instance = scope.instance[0]
-        for node in ast.walk(method):
+        # Assignments are statements: only what can hold one is read, in `ast.walk`'s order.
+        for node in walk_statements(method):
             value: ast.expr | None
             if isinstance(node, ast.Assign):
                 targets, value, annotation = node.targets, node.value, None

@@ -204,9 +204,42 @@ def may_bind_value(data: bytes, name: str) -> bool:
     """Whether a module's bytes may bind `name` to anything a call can reach through: a function or a
     re-export (`may_bind_function`), a class, or an assignment or annotation of it (an instance, a
     partial). A module that only mentions the name needs no parse."""
-    word = re.escape(name.encode())
-    pattern = rb"\bclass\s+%(w)s\b|^[ \t]*%(w)s[ \t]*(?::|=(?!=))" % {b"w": word}
-    return re.search(pattern, data, re.MULTILINE) is not None or may_bind_function(data, name)
+    word = name.encode()
+    position = data.find(word)
+    while position != -1:
+        if _names_class(data, position, position + len(word)) or _assigned_at(data, position, position + len(word)):
+            return True
+        position = data.find(word, position + 1)
+    return may_bind_function(data, name)
+
+
+# Read at each occurrence of the name, so the search skips ahead to it (a pattern starting with the name's
+# context, `\bclass\s+NAME\b|^[ \t]*NAME[ \t]*(?::|=(?!=))`, is tried at every byte of the module): bytes regular
+# expressions' word characters and white space.
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_WHITE_BYTES = frozenset(b" \t\n\r\f\v")
+_ASSIGNED = re.compile(rb"[ \t]*(?::|=(?!=))")
+
+
+def _names_class(data: bytes, start: int, end: int) -> bool:
+    """Whether `data[start:end]` is the name of a `class` statement: `class`, white space, the name, a word end."""
+    before = start
+    while before > 0 and data[before - 1] in _WHITE_BYTES:
+        before -= 1
+    keyword = before - 5
+    if before == start or keyword < 0 or data[keyword:before] != b"class":
+        return False
+    if keyword > 0 and data[keyword - 1] in _WORD_BYTES:
+        return False
+    return (data[end - 1] in _WORD_BYTES) != (end < len(data) and data[end] in _WORD_BYTES)
+
+
+def _assigned_at(data: bytes, start: int, end: int) -> bool:
+    """Whether `data[start:end]` begins its line (after spaces and tabs) and is assigned or annotated there."""
+    line_start = data.rfind(b"\n", 0, start) + 1
+    if data[line_start:start].strip(b" \t"):
+        return False
+    return _ASSIGNED.match(data, end) is not None
 
 
 def _decorator_names(function: Function) -> set[str]:

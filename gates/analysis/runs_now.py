@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 from corral.gates.analysis.modules import ModuleInfo, run_memo
 from corral.gates.analysis.names import LOOP, Scope
+from corral.gates.analysis.nodes import children, walk
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -142,7 +143,7 @@ def _yields(function: Function) -> bool:
         if isinstance(node, (ast.Yield, ast.YieldFrom)):
             return True
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            pending.extend(ast.iter_child_nodes(node))
+            pending.extend(children(node))
     return False
 
 
@@ -151,7 +152,7 @@ def _drivers(module: ModuleInfo) -> _Drivers:
     known = _DRIVERS.get(module)
     if known is None:
         known = _DRIVERS[module] = _Drivers(set(), {}, {})
-        for node in ast.walk(module.tree):
+        for node in walk(module.tree):
             _note(node, known)
     return known
 

@@ -15,6 +15,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 
 from corral.gates.analysis.names import ModuleNames, Scope, is_type_checking_test
+from corral.gates.analysis.nodes import children
 
 # A node's parts, each with the scope it runs in.
 Parts = list[tuple[ast.AST, Scope]]
@@ -97,7 +98,8 @@ class ScopedVisitor(ast.NodeVisitor):
         return index < len(lines) and lines[index] <= (statement.end_lineno or statement.lineno)
 
     def generic_visit(self, node: ast.AST) -> None:
-        for _, value in ast.iter_fields(node):
+        for field in node._fields:  # `ast.iter_fields` without its generator: every body the walk reaches
+            value = getattr(node, field, None)
             if isinstance(value, list):
                 for item in value:
                     if isinstance(item, ast.stmt):
@@ -178,26 +180,39 @@ def scoped_nodes(tree: ast.Module, names: ModuleNames) -> Iterator[tuple[ast.AST
         found.append((node, scope))
         parts = scoped_parts(node, scope, names, enters_type_checking=True)
         if parts is None:
-            parts = [(child, scope) for child in ast.iter_child_nodes(node)]
+            parts = [(child, scope) for child in children(node)]
         pending.extend(reversed(parts))
     return iter(found)
 
 
 def lines_mentioning(text: str, words: Iterable[str]) -> list[int]:
-    """The sorted 1-based numbers of the lines of `text` that contain one of `words` as a whole word."""
+    """The sorted 1-based numbers of the lines of `text` that contain one of `words` (none empty) as a whole word:
+    the matches of `\\b(?:word|...)\\b`, found without its leading `\\b`, which keeps `re` from skipping ahead to
+    the characters a word starts with; a match where no word starts is searched past by one character."""
     pattern = _word_pattern(frozenset(words))
     found: list[int] = []
     position = 0
     line = 1
-    for match in pattern.finditer(text):
-        line += text.count("\n", position, match.start())
-        position = match.start()
+    match = pattern.search(text)
+    while match is not None:
+        start = match.start()
+        if (start > 0 and _is_word(text[start - 1])) == _is_word(text[start]):
+            match = pattern.search(text, start + 1)
+            continue
+        line += text.count("\n", position, start)
+        position = start
         if not found or found[-1] != line:
             found.append(line)
+        match = pattern.search(text, match.end())
     return found
+
+
+def _is_word(character: str) -> bool:
+    """Whether `re` counts `character` as a word character (`\\w` in a str pattern)."""
+    return character.isalnum() or character == "_"
 
 
 @functools.lru_cache(maxsize=64)
 def _word_pattern(words: frozenset[str]) -> re.Pattern[str]:
     # Most files of a run ask for the same words (aliases are rare), so the pattern is compiled once.
-    return re.compile(r"\b(?:" + "|".join(sorted(re.escape(word) for word in words)) + r")\b")
+    return re.compile(r"(?:" + "|".join(sorted(re.escape(word) for word in words)) + r")\b")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -117,10 +118,22 @@ def test_a_module_is_parsed_when_its_bytes_may_bind_the_function(data: bytes, ma
         (b"    notify: Mailer\n", True),
         (b"notify == 1\n", False),
         (b"renotify = 1\nnotify_all = 2\n", False),
+        (b"class\t\\\n  notify:\n", True),
+        (b"x = 1\n\tnotify \t= 2\n", True),
+        (b"(class notify)\n", True),
+        (b"notify:", True),
+        (b"subclass notify(X): pass\n", False),
+        (b"class notifyer: pass\nclass_notify = 1\nclassnotify()\n", False),
+        (b"x; notify = 1\n", False),
+        (b"# notify = 1\n", False),
+        (b"notify \t==2\n", False),
     ],
 )
 def test_a_module_is_parsed_when_its_bytes_may_bind_a_class_or_value(data: bytes, may: bool) -> None:
     assert may_bind_value(data, "notify") is may
+    # What the occurrence scan replaced: one pattern tried at every byte.
+    pattern = rb"\bclass\s+notify\b|^[ \t]*notify[ \t]*(?::|=(?!=))"
+    assert may is (re.search(pattern, data, re.MULTILINE) is not None or may_bind_function(data, "notify"))
 
 
 SENDER = "Sender.connect() -> smtplib.SMTP (app/base.py:11)"
