@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
-from corral.gates.analysis.modules import MAX_REEXPORTS, ModuleInfo, ProjectModules
+from corral.gates.analysis.modules import MAX_REEXPORTS, Dependency, ModuleInfo, ProjectModules
 from corral.gates.analysis.names import Scope
 from corral.gates.analysis.runs_now import runs_body
 from corral.gates.source.prefilter import ends_word, starts_word
@@ -154,6 +154,7 @@ _Value = _Function | _Class | _Instance | _Partial | _Module | _Super
 _Values = tuple[_Value, ...] | None
 # What an answer is memoised by: a dotted name, or a name in the scope that binds it.
 _Key = TypeVar("_Key", str, tuple[Scope, str])
+_T = TypeVar("_T")
 # A class's bases in method resolution order: project classes, and the expressions of bases it cannot follow.
 _Order = list[ClassRef | ast.expr]
 
@@ -277,9 +278,11 @@ class ProjectFunctions:
     def __init__(self, project: ProjectModules) -> None:
         self.project = project
         self._classes: dict[ModuleInfo, dict[Scope, ClassRef]] = {}
-        self._names: dict[tuple[Scope, str], _Values] = {}
-        self._dotted: dict[str, _Values] = {}
-        self._orders: dict[ast.ClassDef, _Order | None] = {}
+        # Each memoised answer keeps the files its evaluation read: served again (to a later walk of the same
+        # checked file, whose answer may be kept for other files), it records them again.
+        self._names: dict[tuple[Scope, str], tuple[_Values, dict[str, Dependency]]] = {}
+        self._dotted: dict[str, tuple[_Values, dict[str, Dependency]]] = {}
+        self._orders: dict[ast.ClassDef, tuple[_Order | None, dict[str, Dependency]]] = {}
         # What is being evaluated: met again, it is a cycle, which adds nothing, and answers that depended
         # on a cut cycle are not memoised.
         self._pending: set[object] = set()
@@ -407,7 +410,7 @@ class ProjectFunctions:
             return None
         key = (binder, name)
         if key in self._names:
-            return self._names[key]
+            return self._served(self._names[key])
         return self._evaluated(key, lambda: self._bindings(name, binder, module), self._names)
 
     def _bindings(self, name: str, binder: Scope, module: ModuleInfo) -> _Values:
@@ -459,7 +462,7 @@ class ProjectFunctions:
     def _at(self, dotted: str) -> _Values:
         """What the dotted name of something in a project module stands for (a module, or a member of one)."""
         if dotted in self._dotted:
-            return self._dotted[dotted]
+            return self._served(self._dotted[dotted])
         if self._modules_deep >= MAX_REEXPORTS:
             # Re-exported through more modules than honest code does (a cycle of re-exports, say).
             self._cut = True
@@ -490,7 +493,15 @@ class ProjectFunctions:
         submodule = self.project.module(dotted)
         return None if submodule is None else (_Module(submodule),)
 
-    def _evaluated(self, key: _Key, evaluate: Callable[[], _Values], memo: dict[_Key, _Values]) -> _Values:
+    def _served(self, memoised: tuple[_T, dict[str, Dependency]]) -> _T:
+        """A memoised answer, the files its evaluation read recorded again."""
+        found, read = memoised
+        self.project.replay(read)
+        return found
+
+    def _evaluated(
+        self, key: _Key, evaluate: Callable[[], _Values], memo: dict[_Key, tuple[_Values, dict[str, Dependency]]]
+    ) -> _Values:
         """`evaluate()`, memoised in `memo` unless it met a cycle or the depth bound on the way."""
         if key in self._pending or self._depth >= MAX_DEPTH:
             self._cut = True
@@ -499,12 +510,13 @@ class ProjectFunctions:
         self._pending.add(key)
         self._depth += 1
         try:
-            found = evaluate()
+            with self.project.recording() as read:
+                found = evaluate()
         finally:
             self._pending.discard(key)
             self._depth -= 1
         if not self._cut:
-            memo[key] = found
+            memo[key] = (found, read)
         self._cut = self._cut or outer_cut
         return found
 
@@ -544,15 +556,16 @@ class ProjectFunctions:
     def _order(self, ref: ClassRef, depth: int = 0) -> _Order | None:
         """The class and its bases in method resolution order (C3); None when it cannot be had."""
         if ref.node in self._orders:
-            return self._orders[ref.node]
+            return self._served(self._orders[ref.node])
         if depth > MAX_BASES or ref.node in self._pending:
             return None
         self._pending.add(ref.node)
         try:
-            order = self._linearized(ref, depth)
+            with self.project.recording() as read:
+                order = self._linearized(ref, depth)
         finally:
             self._pending.discard(ref.node)
-        self._orders[ref.node] = order
+        self._orders[ref.node] = (order, read)
         return order
 
     def _linearized(self, ref: ClassRef, depth: int) -> _Order | None:

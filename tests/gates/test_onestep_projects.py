@@ -86,3 +86,31 @@ def test_a_cached_result_follows_the_base_class_super_reaches(tmp_path: Path) ->
     # Synced.save stops calling the network: the subclasses' cached findings at super().save() must go.
     base.write_text(base.read_text().replace('requests.post("https://search.example/sync"', 'print("sync"'))
     assert finding_places(root) == ["app/models.py:15:9"]
+
+
+def test_a_cached_result_keeps_the_modules_an_answer_shared_within_one_file_read(project) -> None:
+    # Checking a_views.py walks helpers.first, then helpers.second; both resolve `clients.session`, the
+    # second from the answer the first computed. b_views.py reuses the walk of helpers.second: its cached
+    # verdict must still depend on clients.py, which that shared answer read.
+    root = project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "app/__init__.py": "",
+            "app/clients.py": "import requests\n\nsession = requests.Session()\n",
+            "app/helpers.py": (
+                "from app import clients\n\n\ndef first(url):\n    clients.session.post(url, timeout=5)\n\n\n"
+                "def second(url):\n    clients.session.post(url, timeout=5)\n"
+            ),
+            "app/a_views.py": (
+                "from django.db import transaction\n\nfrom app import helpers\n\n\ndef pay(url):\n"
+                "    with transaction.atomic():\n        helpers.first(url)\n        helpers.second(url)\n"
+            ),
+            "app/b_views.py": (
+                "from django.db import transaction\n\nfrom app import helpers\n\n\ndef refund(url):\n"
+                "    with transaction.atomic():\n        helpers.second(url)\n"
+            ),
+        }
+    )
+    assert finding_places(root) == ["app/a_views.py:8:9", "app/a_views.py:9:9", "app/b_views.py:8:9"]
+    (root / "app" / "clients.py").write_text("session = object()\n")
+    assert finding_places(root) == []
