@@ -26,9 +26,10 @@ __all__ = ["Completer", "Finished"]
 log = logging.getLogger("corral.runtime")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Finished:
-    """A successful attempt waiting to be recorded: its completion, its claim and how long its code ran."""
+    """A successful attempt waiting to be recorded: its completion, its claim and how long its code ran.
+    Slotted and not frozen: one is built per job, and a frozen dataclass's ``__init__`` costs 4x more."""
 
     completion: Completion
     job: ClaimedJob
@@ -43,6 +44,7 @@ class Completer:
         self._stats = stats
         self._waiters = waiters
         self._events = events
+        self._hooked = bool(events)
         self._inbox: asyncio.Queue[Finished | None] = asyncio.Queue()
 
     def submit(self, finished: Finished) -> None:
@@ -110,7 +112,8 @@ class Completer:
                 done.duration * 1000.0,
                 extra=log_fields(job, done.duration),
             )
-        self._events.job("succeeded", job, duration=done.duration)
+        if self._hooked:
+            self._events.job("succeeded", job, duration=done.duration)
 
     def _unrecorded(self, batch: list[Finished], exc: Exception) -> None:
         """Successes the store did not record: they run again, so their attempts end ``released``."""

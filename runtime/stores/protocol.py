@@ -148,8 +148,10 @@ class ClaimedJob:
         return (-self.priority, self.run_at, self.id)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Completion:
+    """A successful attempt's result for :meth:`Store.complete`; slotted, not frozen: one per job."""
+
     job_id: int
     token: int
     result_json: str | None
