@@ -432,6 +432,10 @@ class JobExecutor:
     ) -> None:
         """``ended``: when an async job's coroutine ended (sync jobs: their thread ends on its own)."""
         job, kind = attempt.job, attempt.kind
+        if kind.is_async:
+            # A job that awaits nothing ends in its task's first step, which the loop runs before this
+            # task resumes: its wait then builds no future, timer or callbacks (this runs for every job).
+            await asyncio.sleep(0)
         if not await self._hold(attempt, work, until=started + kind.timeout, or_cancel=True):
             if attempt.cancel_requested:
                 await self._stop_cancelled(attempt, ctx, work, deadline=started + kind.timeout)
