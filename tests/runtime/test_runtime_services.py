@@ -209,6 +209,48 @@ def test_completer_stores_what_waits_in_one_batch_then_answers_the_waiters() -> 
     assert store.batches == [[1, 2, 3]] and stats.completed == 3
 
 
+def _finished(job_id: int) -> Finished:
+    claim = ClaimedJob(
+        id=job_id,
+        queue="q",
+        kind="k",
+        args_json="{}",
+        key=None,
+        attempt=1,
+        max_attempts=1,
+        token=1,
+        enqueued_at=0.0,
+        run_at=0.0,
+    )
+    return Finished(completion=Completion(job_id=job_id, token=1, result_json=None), job=claim, duration=0.0)
+
+
+def test_completer_batches_what_arrives_while_the_store_is_busy_and_records_it_all_after_finish() -> None:
+    store = _CompletionsStore()
+    stats = RuntimeStats()
+    waiters = Waiters(store=store, config=RuntimeConfig(queues=[]), lifecycle=_running(), pushed=False)  # type: ignore[arg-type]
+    completer = Completer(store=store, stats=stats, waiters=waiters, events=EventHooks(()))  # type: ignore[arg-type]
+    recorded = store.complete
+
+    async def slow_complete(completions: list[Completion]) -> None:
+        await recorded(completions)
+        if len(store.batches) == 1:  # while the first batch is stored: two more arrive, then the stop
+            completer.submit(_finished(2))
+            completer.submit(_finished(3))
+            completer.finish()
+            completer.submit(_finished(4))  # a straggler after finish() is recorded, never dropped
+        await asyncio.sleep(0)
+
+    store.complete = slow_complete  # type: ignore[method-assign]
+
+    async def main() -> None:
+        completer.submit(_finished(1))
+        await asyncio.wait_for(completer.run(), 5)
+
+    asyncio.run(main())
+    assert store.batches == [[1], [2, 3, 4]] and stats.completed == 4
+
+
 def test_a_waiter_is_answered_from_what_the_store_accepted_never_from_a_refused_completion() -> None:
     store = _CompletionsStore(current={2: 2})  # job 2 was claimed again: token 1 is a stale attempt
     status = _complete_and_wait(store, 2, [Completion(job_id=2, token=1, result_json="20")], RuntimeStats())
