@@ -26,9 +26,8 @@ import logging
 import math
 import random
 import time
-from collections import Counter
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from corral.runtime.completer import Completer, Finished
@@ -96,19 +95,24 @@ def _describe_error(exc: BaseException) -> tuple[str, str]:
     return describe_error(exc.inner if isinstance(exc, _JobRaisedBaseException) else exc)
 
 
-def _new_future() -> asyncio.Future[None]:
-    return asyncio.get_running_loop().create_future()
+def _wake(waiting: asyncio.Future[None], *_: object) -> None:
+    """Resolve ``waiting`` (a done callback and a timer share it: whichever comes first wakes the attempt)."""
+    if not waiting.done():
+        waiting.set_result(None)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, eq=False)
 class _Attempt:
-    """One attempt this process runs: the claim, its kind, the key slot it holds (if any), and whether
-    its job was cancelled (``cancel_requested`` is done then)."""
+    """One attempt this process runs: the claim, its kind, the key slot it holds (if any), whether its
+    job was cancelled, and the future its :meth:`JobExecutor._hold` waits on while cancel can stop it
+    (resolved by :meth:`JobExecutor.cancel`). A plain flag and one future per wait, not a future per
+    attempt and a two-future ``asyncio.wait``: this is built for every job."""
 
     job: ClaimedJob
     kind: JobKind
     key: tuple[str, str] | None
-    cancel_requested: asyncio.Future[None] = field(default_factory=_new_future, compare=False)
+    cancel_requested: bool = False
+    waiting: asyncio.Future[None] | None = None
 
 
 class JobExecutor:
@@ -135,6 +139,7 @@ class JobExecutor:
     ) -> None:
         self._runtime = runtime
         self._events = events
+        self._hooked = bool(events)
         self._pool = pool
         self._store = store
         self._config = config
@@ -146,7 +151,7 @@ class JobExecutor:
         self._wake_later = wake_later
         self._in_flight: dict[tuple[int, int], _Attempt] = {}
         self._began: dict[tuple[int, int], float] = {}  # attempt -> when its code started (monotonic)
-        self._jobs_in_flight: Counter[int] = Counter()  # attempts per job id, from claim to the end of their code
+        self._jobs_in_flight: set[int] = set()  # jobs with an attempt here, from its claim to the end of its code
         self._stuck: set[tuple[int, int]] = set()
         self._abandoned: list[tuple[ClaimedJob, asyncio.Future[Any]]] = []
         self._warned_unknown: dict[str, float] = {}  # kind -> when its last WARNING was logged (monotonic)
@@ -170,8 +175,10 @@ class JobExecutor:
         its code has ended); return how many were told."""
         told = 0
         for attempt in list(self._in_flight.values()):
-            if attempt.job.id in job_ids and not attempt.cancel_requested.done():
-                attempt.cancel_requested.set_result(None)
+            if attempt.job.id in job_ids and not attempt.cancel_requested:
+                attempt.cancel_requested = True
+                if attempt.waiting is not None:
+                    _wake(attempt.waiting)
                 told += 1
         return told
 
@@ -216,18 +223,16 @@ class JobExecutor:
         if kind is None:
             await self._put_back_unknown(job)
             return
-        if self._jobs_in_flight[job.id]:
+        if job.id in self._jobs_in_flight:
             # an earlier attempt of this job still runs here (stuck past its timeout): the retry waits
             # for it, without spending an attempt, instead of running beside it
             await self._snooze(queue, job)
             return
-        self._jobs_in_flight[job.id] += 1
+        self._jobs_in_flight.add(job.id)
         try:
             await self._execute(queue, job, kind)
         finally:
-            self._jobs_in_flight[job.id] -= 1
-            if not self._jobs_in_flight[job.id]:
-                del self._jobs_in_flight[job.id]
+            self._jobs_in_flight.discard(job.id)
 
     async def _put_back_unknown(self, job: ClaimedJob) -> None:
         """A job of a kind no module imported here declares: another process (or this one, once the module
@@ -268,8 +273,8 @@ class JobExecutor:
         self._wake_later(queue.name, snooze)
 
     async def _execute(self, queue: Queue, job: ClaimedJob, kind: JobKind) -> None:
-        holder = attempt_holder(job.id, job.token)
         key = (queue.name, job.key) if queue.per_key is not None and job.key is not None else None
+        holder = attempt_holder(job.id, job.token)
         leased = False
         try:
             if key is not None:
@@ -280,7 +285,8 @@ class JobExecutor:
                     await self._snooze(queue, job)
                     return
             self._began[job.id, job.token] = time.monotonic()
-            self._events.job("started", job)
+            if self._hooked:  # no event is built or posted without hooks: this runs for every job
+                self._events.job("started", job)
             await self._run(_Attempt(job=job, kind=kind, key=key))
         except asyncio.CancelledError:
             if not self._lifecycle.hard_stopping:
@@ -372,7 +378,7 @@ class JobExecutor:
             if not await self._hold(attempt, child.reply, until=started + kind.timeout, or_cancel=True):
                 status = describe_exit(await child.kill())
                 self._stats.killed_children += 1
-                if attempt.cancel_requested.done():
+                if attempt.cancel_requested:
                     self._record_cancelled(job, f"its worker process {child.pid} was killed ({status})")
                     return
                 await self._settle_failure(
@@ -426,8 +432,12 @@ class JobExecutor:
     ) -> None:
         """``ended``: when an async job's coroutine ended (sync jobs: their thread ends on its own)."""
         job, kind = attempt.job, attempt.kind
+        if kind.is_async:
+            # A job that awaits nothing ends in its task's first step, which the loop runs before this
+            # task resumes: its wait then builds no future, timer or callbacks (this runs for every job).
+            await asyncio.sleep(0)
         if not await self._hold(attempt, work, until=started + kind.timeout, or_cancel=True):
-            if attempt.cancel_requested.done():
+            if attempt.cancel_requested:
                 await self._stop_cancelled(attempt, ctx, work, deadline=started + kind.timeout)
             else:
                 await self._overran(attempt, ctx, work)
@@ -574,18 +584,31 @@ class JobExecutor:
         """Wait for the attempt's code until ``until`` (monotonic), renewing its leases meanwhile; return
         whether it ended. ``or_cancel``: stop waiting (False) as soon as the attempt's job is cancelled."""
         renew_every = attempt.kind.lease_seconds / 3
-        watched: list[asyncio.Future[Any]] = [work, attempt.cancel_requested] if or_cancel else [work]
+        loop = asyncio.get_running_loop()
         while True:
+            if work.done():
+                return True
+            if or_cancel and attempt.cancel_requested:
+                return False
             remaining = until - time.monotonic()
             if remaining <= 0:
-                return work.done()
-            done, _ = await asyncio.wait(
-                watched, timeout=min(remaining, renew_every), return_when=asyncio.FIRST_COMPLETED
-            )
-            if work in done:
+                return False
+            waiting: asyncio.Future[None] = loop.create_future()
+            wake = functools.partial(_wake, waiting)
+            work.add_done_callback(wake)
+            timer = loop.call_later(min(remaining, renew_every), wake)
+            if or_cancel:
+                attempt.waiting = waiting
+            try:
+                await waiting
+            finally:
+                timer.cancel()
+                work.remove_done_callback(wake)
+                attempt.waiting = None
+            if work.done():
                 return True
-            if done:
-                return False  # cancelled
+            if or_cancel and attempt.cancel_requested:
+                return False
             await self._renew(attempt)
 
     def _log_failure(self, job: ClaimedJob, error: str, trace: str | None, *, final: bool) -> None:

@@ -126,10 +126,11 @@ class NewJob:
         return (self.queue, self.kind, self.args_json, self.key, self.max_attempts, self.lease_seconds)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ClaimedJob:
     """A job this worker now holds. ``token`` identifies the claim: settling a job needs it,
-    so a worker that lost its lease cannot settle somebody else's attempt."""
+    so a worker that lost its lease cannot settle somebody else's attempt. Slotted rather than frozen
+    (one is built per claimed job, a frozen ``__init__`` costs 2.5x); nothing changes one once built."""
 
     id: int
     queue: str
@@ -153,8 +154,10 @@ class ClaimedJob:
         return (-self.priority, self.run_at, self.id)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Completion:
+    """A successful attempt's result for :meth:`Store.complete`; slotted, not frozen: one per job."""
+
     job_id: int
     token: int
     result_json: str | None

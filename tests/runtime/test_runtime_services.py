@@ -168,6 +168,23 @@ class _CompletionsStore:
         return states
 
 
+def _finished(completion: Completion) -> Finished:
+    """A success of ``completion``'s attempt (a first and last one, of kind ``k`` on queue ``q``) for the completer."""
+    claim = ClaimedJob(
+        id=completion.job_id,
+        queue="q",
+        kind="k",
+        args_json="{}",
+        key=None,
+        attempt=1,
+        max_attempts=1,
+        token=completion.token,
+        enqueued_at=0.0,
+        run_at=0.0,
+    )
+    return Finished(completion=completion, job=claim, duration=0.0)
+
+
 def _complete_and_wait(
     store: _CompletionsStore, job_id: int, completions: list[Completion], stats: RuntimeStats
 ) -> JobStatus:
@@ -179,19 +196,7 @@ def _complete_and_wait(
     async def main() -> JobStatus:
         notifier = asyncio.ensure_future(waiters.run())
         for completion in completions:
-            claim = ClaimedJob(
-                id=completion.job_id,
-                queue="q",
-                kind="k",
-                args_json="{}",
-                key=None,
-                attempt=1,
-                max_attempts=1,
-                token=completion.token,
-                enqueued_at=0.0,
-                run_at=0.0,
-            )
-            completer.submit(Finished(completion=completion, job=claim, duration=0.0))
+            completer.submit(_finished(completion))
         completer.finish()  # run() stores what is queued, then returns
         status, _ = await asyncio.gather(waiters.wait(job_id, timeout=0.5), completer.run())
         notifier.cancel()
@@ -207,6 +212,36 @@ def test_completer_stores_what_waits_in_one_batch_then_answers_the_waiters() -> 
     stats = RuntimeStats()
     assert _complete_and_wait(store, 2, completions, stats) == JobStatus(job_id=2, state="done", waited=True, result=20)
     assert store.batches == [[1, 2, 3]] and stats.completed == 3
+
+
+def _success(job_id: int) -> Completion:
+    return Completion(job_id=job_id, token=1, result_json=None)
+
+
+def test_completer_batches_what_arrives_while_the_store_is_busy_and_records_it_all_after_finish() -> None:
+    store = _CompletionsStore()
+    stats = RuntimeStats()
+    waiters = Waiters(store=store, config=RuntimeConfig(queues=[]), lifecycle=_running(), pushed=False)  # type: ignore[arg-type]
+    completer = Completer(store=store, stats=stats, waiters=waiters, events=EventHooks(()))  # type: ignore[arg-type]
+    recorded = store.complete
+
+    async def slow_complete(completions: list[Completion]) -> None:
+        await recorded(completions)
+        if len(store.batches) == 1:  # while the first batch is stored: two more arrive, then the stop
+            completer.submit(_finished(_success(2)))
+            completer.submit(_finished(_success(3)))
+            completer.finish()
+            completer.submit(_finished(_success(4)))  # a straggler after finish() is recorded, never dropped
+        await asyncio.sleep(0)
+
+    store.complete = slow_complete  # type: ignore[method-assign]
+
+    async def main() -> None:
+        completer.submit(_finished(_success(1)))
+        await asyncio.wait_for(completer.run(), 5)
+
+    asyncio.run(main())
+    assert store.batches == [[1], [2, 3, 4]] and stats.completed == 4
 
 
 def test_a_waiter_is_answered_from_what_the_store_accepted_never_from_a_refused_completion() -> None:

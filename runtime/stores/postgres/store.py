@@ -538,7 +538,8 @@ class PostgresStore:
         return jobs
 
     async def complete(self, completions: Sequence[Completion]) -> None:
-        self._leased_by_claim.difference_update(attempt_holder(c.job_id, c.token) for c in completions)
+        if self._leased_by_claim:  # only per_key claims lease key slots; a plain drain skips the pass
+            self._leased_by_claim.difference_update(attempt_holder(c.job_id, c.token) for c in completions)
         try:
             async with self._cursor() as cur:
                 if len(completions) == 1:
