@@ -251,10 +251,31 @@ def _read_back_with_setting(path: str, data: object) -> object:
 
 def test_a_spawned_pool_reads_results_back_with_the_initializer_run_here(monkeypatch: pytest.MonkeyPatch) -> None:
     SETTING.clear()
-    monkeypatch.setattr(parallel.sys, "platform", "darwin")  # a platform without fork: the spawned pool
+    # A platform without fork: the spawned pool. (Not by patching sys.platform, which every module of the
+    # process reads: multiprocessing imported under it takes another platform's paths.)
+    monkeypatch.setattr(parallel, "FORKS", False)
     monkeypatch.setattr(parallel, "cores", lambda: 2)
     results = parallel.map_paths(
         str.upper, PATHS[:40], start_after=20, initializer=_configure, initargs=(3,), to_json=str,
         from_json=_read_back_with_setting,
     )  # fmt: skip
     assert results == {path: f"{path.upper()}:3" for path in PATHS[:40]}
+
+
+def _dies_in_a_spawned_worker(path: str) -> str:
+    import multiprocessing
+
+    if path.endswith("_7.py") and multiprocessing.parent_process() is not None:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return path[::-1]
+
+
+def test_a_spawned_worker_that_dies_leaves_no_path_unanswered(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A pool that lost a worker is not waited on for ever: every path is checked here instead.
+    monkeypatch.setattr(parallel, "FORKS", False)
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    results = parallel.map_paths(
+        _dies_in_a_spawned_worker, PATHS[:40], start_after=20, initializer=_configure, initargs=(3,),
+        to_json=str, from_json=lambda path, data: data,
+    )  # fmt: skip
+    assert results == {path: path[::-1] for path in PATHS[:40]}

@@ -9,7 +9,8 @@ with checking them, and a worker that drew large files simply draws fewer. Each 
 back as JSON (in the form the caller's `to_json` gives them), never pickled, on a pipe of its own. A
 worker that fails or dies, or whose answer does not read back, leaves its paths unanswered, and those
 are checked again here, in this process: a crashed worker can slow a run down, never drop a file from
-it. Elsewhere than Linux, a process pool that spawns its workers, once every path is known.
+it. Elsewhere than Linux, a process pool that spawns its workers, once every path is known; a pool that
+lost a worker is not waited on: its paths are checked here too.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from itertools import chain, islice
 from typing import Any, TypeVar
 
 Result = TypeVar("Result")
+
+# Where workers are forked (they inherit the loaded engine); elsewhere a pool spawns them.
+FORKS = sys.platform == "linux"
 
 
 def cores() -> int:
@@ -57,10 +61,15 @@ def map_paths(
     initializer(*initargs)
     if len(first) < start_after or workers < 2:
         return {path: function(path) for path in chain(first, coming)}
-    if sys.platform != "linux":
+    if not FORKS:
         everything = [*first, *coming]
         answers = _map_in_spawned_pool(partial(_encoded, function, to_json), everything, workers, initializer, initargs)
-        return {path: from_json(path, json.loads(answer)) for path, answer in zip(everything, answers, strict=True)}
+        if answers is None:  # a worker died: every path is checked here
+            return {path: function(path) for path in everything}
+        return {
+            path: _read_back(function, from_json, path, answer)
+            for path, answer in zip(everything, answers, strict=True)
+        }
     if shared is not None:
         shared()
     return _map_in_forks(function, chain(first, coming), workers, to_json, from_json)
@@ -68,6 +77,16 @@ def map_paths(
 
 def _encoded(function: Callable[[str], Result], to_json: Callable[[Result], Any], path: str) -> str:
     return json.dumps(to_json(function(path)))
+
+
+def _read_back(
+    function: Callable[[str], Result], from_json: Callable[[str, Any], Result], path: str, answer: str
+) -> Result:
+    """A spawned worker's answer for `path`, or the path checked here when the answer does not read back."""
+    try:
+        return from_json(path, json.loads(answer))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return function(path)
 
 
 def _map_in_forks(
@@ -178,11 +197,18 @@ def _map_in_spawned_pool(
     workers: int,
     initializer: Callable[..., None],
     initargs: tuple[Any, ...],
-) -> list[str]:
+) -> list[str] | None:
+    """Each path's answer from a pool of spawned workers; None when one of them died (killed, crashed, its
+    initializer failed): a pool that lost a worker is broken, never waited on for ever."""
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     context = multiprocessing.get_context("spawn")
     # Small chunks: a few large files hold most of the work, and one chunk must not hold them all.
     chunk = max(1, len(paths) // (workers * 16))
-    with context.Pool(workers, initializer=initializer, initargs=initargs) as pool:
-        return pool.map(encoded, paths, chunksize=chunk)
+    try:
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=initializer, initargs=initargs) as pool:
+            return list(pool.map(encoded, paths, chunksize=chunk))
+    except BrokenProcessPool:
+        return None
