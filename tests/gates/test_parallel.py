@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+import spawned_targets
 from conftest import copy_project
 from corral.gates.config import load_config
 from corral.gates.engine import run
@@ -246,28 +247,20 @@ def test_results_sent_back_as_json_are_the_results_of_one_process(
 
 
 def _read_back_with_setting(path: str, data: object) -> object:
-    return f"{data}:{SETTING[0]}"
+    return f"{data}:{spawned_targets.SETTING[0]}"
 
 
 def test_a_spawned_pool_reads_results_back_with_the_initializer_run_here(monkeypatch: pytest.MonkeyPatch) -> None:
-    SETTING.clear()
-    # A platform without fork: the spawned pool. (Not by patching sys.platform, which every module of the
-    # process reads: multiprocessing imported under it takes another platform's paths.)
+    spawned_targets.SETTING.clear()
+    # A platform without fork: the spawned pool (chosen through `parallel.FORKS`: `sys.platform` is every
+    # module's of this process).
     monkeypatch.setattr(parallel, "FORKS", False)
     monkeypatch.setattr(parallel, "cores", lambda: 2)
     results = parallel.map_paths(
-        str.upper, PATHS[:40], start_after=20, initializer=_configure, initargs=(3,), to_json=str,
+        str.upper, PATHS[:40], start_after=20, initializer=spawned_targets.configure, initargs=(3,), to_json=str,
         from_json=_read_back_with_setting,
     )  # fmt: skip
     assert results == {path: f"{path.upper()}:3" for path in PATHS[:40]}
-
-
-def _dies_in_a_spawned_worker(path: str) -> str:
-    import multiprocessing
-
-    if path.endswith("_7.py") and multiprocessing.parent_process() is not None:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return path[::-1]
 
 
 def test_a_spawned_worker_that_dies_leaves_no_path_unanswered(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -275,7 +268,8 @@ def test_a_spawned_worker_that_dies_leaves_no_path_unanswered(monkeypatch: pytes
     monkeypatch.setattr(parallel, "FORKS", False)
     monkeypatch.setattr(parallel, "cores", lambda: 2)
     results = parallel.map_paths(
-        _dies_in_a_spawned_worker, PATHS[:40], start_after=20, initializer=_configure, initargs=(3,),
+        spawned_targets.dies_in_a_spawned_worker, PATHS[:40], start_after=20,
+        initializer=spawned_targets.configure, initargs=(3,),
         to_json=str, from_json=lambda path, data: data,
     )  # fmt: skip
     assert results == {path: path[::-1] for path in PATHS[:40]}
