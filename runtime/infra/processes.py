@@ -60,6 +60,18 @@ def describe_exit(returncode: int) -> str:
     return f"signal {-returncode} ({name})"
 
 
+def _exited(child: _Child) -> bool:
+    """Whether a child has ended, looked at without reaping it (its reaper still collects the exit)."""
+    if child.returncode is not None:
+        return True
+    if not hasattr(os, "waitid"):
+        return False  # a write to its pipe tells, as before
+    try:
+        return os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
 class ChildExit(Exception):
     """The child ended before it replied; ``returncode`` as :mod:`subprocess` gives it (< 0: a signal)."""
 
@@ -316,6 +328,9 @@ class ProcessPool:
             child = self._idle.pop() if reused else self._start_child()
             if reused and child.generation != generation and self._start_method == "fork":
                 self._retire(child)  # forked before a kind was declared since: it may not know the kind
+                continue
+            if reused and _exited(child):
+                self._retire(child)  # it died while idle, and a write to its pipe may still succeed
                 continue
             try:
                 _write_all(child.requests_fd, line)
