@@ -7,6 +7,8 @@ token), never to a job id: a retry of a job whose earlier attempt still runs her
 its own, and the earlier attempt's slot is freed only when its task has really ended.
 :class:`Producers` is the set of them by queue name: the one thing the relay, the rescuer, the
 periodic scheduler, the executor and ``enqueue`` know about the claim loops is that they can wake one.
+A plain queue's claim (not per_key) carries the completions the completer holds: one statement records the
+jobs that just finished and claims the next ones.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 import math
 import time
 
+from corral.runtime.completer import Completer
 from corral.runtime.config import RuntimeConfig
 from corral.runtime.declarations import Queue
 from corral.runtime.executor import JobExecutor
@@ -31,7 +34,7 @@ log = logging.getLogger("corral.runtime")
 # Seconds a claim waits after the start of the previous one when that one emptied the queue: jobs arriving
 # one by one (faster than a claim's round trip) are then claimed a few at a time, not one claim each.
 # A job arriving after a quiet spell is claimed at once.
-CLAIM_COALESCE = 0.001
+CLAIM_COALESCE = 0.003
 
 
 class Producer:
@@ -53,6 +56,7 @@ class Producer:
         queue: Queue,
         store: Store,
         executor: JobExecutor,
+        completer: Completer,
         config: RuntimeConfig,
         lifecycle: Lifecycle,
         worker_id: str,
@@ -61,6 +65,8 @@ class Producer:
         self.queue = queue
         self._store = store
         self._executor = executor
+        self._completer = completer
+        self._carries = queue.per_key is None  # a per_key claim is its own statement: it carries nothing
         self._lifecycle = lifecycle
         self._worker_id = worker_id
         self._hot_poll = queue.poll if pushed else config.hot_poll
@@ -81,6 +87,15 @@ class Producer:
 
     async def run(self) -> None:
         """The claim loop; it ends once the runtime stops claiming (or is cancelled)."""
+        if self._carries:
+            self._completer.carriers += 1
+        try:
+            await self._claim_loop()
+        finally:
+            if self._carries:
+                self._completer.carriers -= 1
+
+    async def _claim_loop(self) -> None:
         queue = self.queue
         idle_wait = queue.poll
         while self._lifecycle.claiming:
@@ -97,7 +112,7 @@ class Producer:
                 try:
                     # per_key: the store skips jobs whose key has no free slot and leases the others'
                     # slots with the claim, so a hot key's backlog is never claimed only to be snoozed.
-                    claimed = await self._store.claim(queue.name, free, self._worker_id, per_key=queue.per_key)
+                    claimed = await self._claim(free)
                     self._backlog = len(claimed) >= free or queue.per_key is not None
                 except Exception:
                     self._backlog = True
@@ -117,6 +132,28 @@ class Producer:
             wait = queue.poll if free <= 0 else min(idle_wait, queue.poll)
             if not await wait_event(self._wake, wait) and free > 0:
                 idle_wait = min(idle_wait * 2, queue.poll)
+
+    async def _claim(self, free: int) -> list[ClaimedJob]:
+        """Claim up to ``free`` jobs, carrying the completions waiting; a claim carrying them that fails
+        leaves them to the completer (recorded alone, row by row if the store refuses one) and claims
+        again alone."""
+        queue = self.queue
+        riding = self._completer.board() if self._carries else []
+        if riding:
+            try:
+                claimed = await self._store.claim(
+                    queue.name, free, self._worker_id, completions=[finished.completion for finished in riding]
+                )
+            except Exception as exc:
+                self._completer.left_behind(riding)
+                log.debug("queue %s: a claim carrying %d completion(s) failed (%s)", queue.name, len(riding), exc)
+            except BaseException:  # cancelled in flight: maybe recorded, maybe not; recording again is harmless
+                self._completer.left_behind(riding)
+                raise
+            else:
+                self._completer.carried(riding)
+                return claimed
+        return await self._store.claim(queue.name, free, self._worker_id, per_key=queue.per_key)
 
     async def _coalesce(self) -> None:
         """Wait out ``CLAIM_COALESCE`` after the last claim when it emptied the queue (not on per_key queues,

@@ -321,6 +321,7 @@ class Runtime:
                 queue=by_name[name],
                 store=self.store,
                 executor=self._executor,
+                completer=self._completer,
                 config=self.config,
                 lifecycle=self._lifecycle,
                 worker_id=self.worker_id,

@@ -331,12 +331,23 @@ class Store(Protocol):
         id with ``duplicate=True``. With ``conn`` (a connection of the application, inside its own
         transaction) the jobs exist if and only if it commits."""
 
-    async def claim(self, queue: str, limit: int, worker_id: str, *, per_key: int | None = None) -> list[ClaimedJob]:
+    async def claim(
+        self,
+        queue: str,
+        limit: int,
+        worker_id: str,
+        *,
+        per_key: int | None = None,
+        completions: Sequence[Completion] = (),
+    ) -> list[ClaimedJob]:
         """Atomically move up to ``limit`` runnable jobs of ``queue`` to running, under a lease;
         spends one attempt each. With ``per_key`` (the queue's limit), a job with a key is claimed only
         together with one of its key's ``per_key`` slots, taken in the same transaction for the job's
         lease (holder: the attempt's :func:`attempt_holder`, so the executor's :meth:`acquire_key_lease`
-        renews it); jobs whose key has no free slot are skipped, and the jobs behind them claimed instead."""
+        renews it); jobs whose key has no free slot are skipped, and the jobs behind them claimed instead.
+        ``completions`` ride along: recorded as :meth:`complete` records them, in the claim's transaction
+        (one round trip for both); when the call raises, neither they nor the claim were recorded (or, for
+        an error after the commit, both were: recording them again changes nothing)."""
 
     async def complete(self, completions: Sequence[Completion]) -> None:
         """Record finished jobs (a batch, one transaction)."""

@@ -311,9 +311,9 @@ class ClaimLog(PostgresStore):
         super().__init__(url)
         self.claims: list[tuple[float, int, int]] = []
 
-    async def claim(self, queue: str, limit: int, worker_id: str, *, per_key: int | None = None) -> Any:
+    async def claim(self, queue: str, limit: int, worker_id: str, **options: Any) -> Any:
         began = time.monotonic()
-        jobs = await super().claim(queue, limit, worker_id, per_key=per_key)
+        jobs = await super().claim(queue, limit, worker_id, **options)
         self.claims.append((began, limit, len(jobs)))
         return jobs
 

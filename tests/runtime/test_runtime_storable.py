@@ -17,8 +17,11 @@ from typing import Any
 import pytest
 from corral.runtime import JobArgumentError, JobContext, Queue, Runtime
 from corral.runtime.completer import Completer, Finished
+from corral.runtime.config import RuntimeConfig
 from corral.runtime.events import EventHooks
+from corral.runtime.lifecycle import Lifecycle, State
 from corral.runtime.payloads import MAX_ERROR_CHARS, MAX_JSON_DEPTH
+from corral.runtime.producer import Producer
 from corral.runtime.stats import RuntimeStats
 from corral.runtime.stores import open_store
 from corral.runtime.stores.protocol import Completion, NewJob
@@ -215,6 +218,61 @@ def test_a_batch_the_store_refuses_is_recorded_row_by_row(kind: str, tmp_path: P
         assert f"the result of job {poisoned} was refused by the" in rows[poisoned]["last_error"]
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_refused_result_riding_a_claim_fails_only_its_job_and_the_claim_goes_alone(
+    kind: str, tmp_path: Path, request: Any
+) -> None:
+    """A claim carrying completions the store refuses (one result it cannot encode) claims again alone;
+    the completer records the batch row by row: the innocent jobs done, the refused one failed."""
+    backend: Backend = SqliteBackend(tmp_path / "jobs.db") if kind == "sqlite" else request.getfixturevalue("pg")
+    store = open_store(backend.url, max_conns=2)
+    refused = '"a\udc80"'
+    queue = Queue("q", max_workers=INNOCENT + 2)
+    lifecycle = Lifecycle()
+    lifecycle.enter(State.STARTING)
+    lifecycle.enter(State.RUNNING)
+
+    async def main() -> list[int]:
+        await store.open()
+        try:
+            new = NewJob(queue="q", kind="k", args_json="{}", key=None, run_at=0, max_attempts=3, lease_seconds=30)
+            await store.enqueue([new] * (INNOCENT + 2))
+            claimed = await store.claim("q", INNOCENT + 1, "w")
+            completer = Completer(
+                store=store,
+                stats=RuntimeStats(),
+                waiters=_NoWaiters(),  # type: ignore[arg-type]
+                events=EventHooks(()),
+            )
+            producer = Producer(
+                queue=queue,
+                store=store,
+                executor=None,  # type: ignore[arg-type]  # a claim alone starts no job
+                completer=completer,
+                config=RuntimeConfig(queues=[queue]),
+                lifecycle=lifecycle,
+                worker_id="w",
+                pushed=False,
+            )
+            for job in claimed:
+                result_json = refused if job is claimed[-1] else f'{{"n":{job.id}}}'
+                completion = Completion(job_id=job.id, token=job.token, result_json=result_json)
+                completer.submit(Finished(completion=completion, job=job, duration=0.0))
+            (last,) = await producer._claim(5)  # carries the batch, is refused, claims alone
+            completer.finish()
+            await completer.run()
+            return [job.id for job in claimed] + [last.id]
+        finally:
+            await store.close()
+
+    *innocent, poisoned, last = asyncio.run(main())
+    rows = {row["id"]: row for row in backend.rows("SELECT id, state, attempt, last_error FROM corral_jobs")}
+    assert {rows[job_id]["state"] for job_id in innocent} == {"done"}
+    assert (rows[poisoned]["state"], rows[poisoned]["attempt"]) == ("failed", 1)
+    assert f"the result of job {poisoned} was refused by the" in rows[poisoned]["last_error"]
+    assert rows[last]["state"] == "running"
 
 
 class _NoWaiters:

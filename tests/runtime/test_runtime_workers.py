@@ -7,10 +7,14 @@ import itertools
 import random
 import threading
 import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
 
 import pytest
-from corral.runtime import JobContext, Queue
+from corral.runtime import JobContext, Queue, Runtime
 from corral.runtime.executor import retry_delay
+from corral.runtime.stores.sqlite import SqliteStore
 from runtime_helpers import Backend, make_runtime
 
 
@@ -419,3 +423,37 @@ def test_crashed_holders_key_lease_expires_by_itself(db: Backend) -> None:
             assert runtime.stats.snoozed == 0  # skipped by the claims while the key was held, never snoozed
 
     asyncio.run(main())
+
+
+def test_a_busy_queue_records_its_completions_on_its_next_claims(tmp_path: Path) -> None:
+    """The claim loop's next claim carries the completions of the jobs before it (one transaction for
+    both); every job is recorded done once, whichever way its completion went."""
+    recorded = Counter[str]()
+
+    class CountingStore(SqliteStore):
+        async def claim(self, queue: str, limit: int, worker_id: str, **options: Any) -> Any:
+            recorded["on claims"] += len(options.get("completions", ()))
+            return await super().claim(queue, limit, worker_id, **options)
+
+        async def complete(self, completions: Any) -> None:
+            recorded["alone"] += len(completions)
+            await super().complete(completions)
+
+    queue = Queue("q", max_workers=4, timeout=5)
+
+    @queue.job("quick")
+    async def quick(ctx: JobContext, n: int) -> int:
+        return n
+
+    async def main() -> None:
+        runtime = Runtime(queues=[queue], store=CountingStore(path=tmp_path / "jobs.db"))
+        await runtime.start(queues=[])
+        ids = [await runtime.enqueue("quick", n=n) for n in range(40)]
+        await runtime.stop()
+        worker = Runtime(queues=[queue], store=CountingStore(path=tmp_path / "jobs.db"))
+        async with worker:
+            for job_id in ids:
+                assert (await worker.wait(job_id, timeout=10)).state == "done"
+
+    asyncio.run(main())
+    assert recorded["on claims"] > 0 and recorded["on claims"] + recorded["alone"] == 40

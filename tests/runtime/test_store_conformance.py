@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from corral.runtime import ConfigError
 from corral.runtime.infra import run_in_thread
+from corral.runtime.payloads import UnstorableJson
 from corral.runtime.stores import SCHEMES
 from corral.runtime.stores.memory import MemoryStore
 from corral.runtime.stores.postgres import PostgresStore
@@ -341,6 +342,47 @@ def test_complete_records_the_result_once_and_only_for_the_current_token(make_st
         assert states[first].state == "done" and json.loads(states[first].result_json or "null") == {"ok": 1}
         assert (states[second].state, states[second].result_json, states[second].queue) == ("done", None, "q")
         await store.complete([])
+
+    drive(make_store, scenario)
+
+
+def test_a_claim_records_the_completions_riding_on_it(make_store: StoreFactory) -> None:
+    """A claim loop's claim carries the completions waiting: recorded as complete() records them (the
+    current token only), in the claim's transaction; a claim of nothing still records them."""
+
+    async def scenario(store: Store) -> None:
+        first, second, third = await store.enqueue([new_job(), new_job(), new_job()])
+        held = {job.id: job for job in await store.claim("q", 2, "w")}
+        riding = [
+            Completion(first, held[first].token, json.dumps({"ok": 1})),
+            Completion(second, held[second].token + 1, json.dumps("stale")),
+        ]
+        assert [job.id for job in await store.claim("q", 5, "w", completions=riding)] == [third]
+        states = await store.job_states([first, second, third])
+        assert states[first].state == "done" and json.loads(states[first].result_json or "null") == {"ok": 1}
+        assert (states[second].state, states[third].state) == ("running", "running")
+        late = [Completion(second, held[second].token, None)]
+        assert await store.claim("q", 5, "w", completions=late) == []  # nothing to claim: recorded all the same
+        assert await state_of(store, second) == "done"
+        assert await store.claim("q", 0, "w", completions=[Completion(third, 1, None)]) == []
+        assert await state_of(store, third) == "done"
+
+    drive(make_store, scenario)
+
+
+def test_a_claim_carrying_a_result_the_store_refuses_records_and_claims_nothing(make_store: StoreFactory) -> None:
+    """All or none: the claim and its completions are one transaction (the SQL stores refuse text they
+    cannot encode; the in-memory store stores any text)."""
+
+    async def scenario(store: Store) -> None:
+        if isinstance(store, MemoryStore):
+            pytest.skip("the in-memory store refuses no result")
+        first, waiting = await store.enqueue([new_job(), new_job()])
+        (held,) = await store.claim("q", 1, "w")
+        riding = [Completion(first, held.token, '"a\udc80"')]  # a raw lone surrogate: no driver encodes it
+        with pytest.raises(UnstorableJson):
+            await store.claim("q", 5, "w", completions=riding)
+        assert (await state_of(store, first), await state_of(store, waiting)) == ("running", "waiting")
 
     drive(make_store, scenario)
 

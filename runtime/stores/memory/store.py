@@ -237,10 +237,19 @@ class MemoryStore:
         now = await self._begin(conn)
         return [self._insert(job, now=now) for job in jobs]
 
-    async def claim(self, queue: str, limit: int, worker_id: str, *, per_key: int | None = None) -> list[ClaimedJob]:
+    async def claim(
+        self,
+        queue: str,
+        limit: int,
+        worker_id: str,
+        *,
+        per_key: int | None = None,
+        completions: Sequence[Completion] = (),
+    ) -> list[ClaimedJob]:
+        now = await self._begin()
+        self._complete_now(completions, now)
         if limit < 1:
             return []
-        now = await self._begin()
         heap = self._runnable.get(queue, [])
         claimed: list[ClaimedJob] = []
         key_busy: list[tuple[int, float, int]] = []  # entries of jobs whose key has no free slot: they stay runnable
@@ -305,7 +314,9 @@ class MemoryStore:
     async def complete(self, completions: Sequence[Completion]) -> None:
         if not completions:
             return
-        now = await self._begin()
+        self._complete_now(completions, await self._begin())
+
+    def _complete_now(self, completions: Sequence[Completion], now: float) -> None:
         for completion in completions:
             # Like the SQL stores: the current claim settles its job in any state but done (a job
             # rescued but not yet re-claimed still takes its late result).

@@ -513,23 +513,60 @@ class PostgresStore:
                 answers[index] = Enqueued.of_holder(holder)
         return [answer for answer in answers if answer is not None]
 
-    async def claim(self, queue: str, limit: int, worker_id: str, *, per_key: int | None = None) -> list[ClaimedJob]:
+    async def claim(
+        self,
+        queue: str,
+        limit: int,
+        worker_id: str,
+        *,
+        per_key: int | None = None,
+        completions: Sequence[Completion] = (),
+    ) -> list[ClaimedJob]:
         if limit < 1:
+            await self.complete(completions)
             return []
+        if completions and (per_key is not None or len(completions) > _IDS_PER_NOTICE):
+            # Only a plain claim carries completions in its statement (one notice's worth of ids): the
+            # others take the two statements in one transaction, all or none as well.
+            async with self._transaction() as cur:
+                await self._complete_on(cur, completions)
+                return await self._claim_on(cur, queue, limit, worker_id, per_key)
         async with self._cursor() as cur:
-            if per_key is None:
-                await cur.execute(self._sql["claim"], (worker_id, queue, limit))
-            else:
-                # Jobs of keys whose slots this claim fills are skipped too: look at a few more than ``limit``.
-                keyed = {
-                    "queue": queue,
-                    "per_key": per_key,
-                    "limit": limit,
-                    "scan": 2 * limit,
-                    "worker": worker_id,
-                    "span": CLAIM_SPAN,
-                }
-                await cur.execute(self._sql["claim_keyed"], keyed)
+            return await self._claim_on(cur, queue, limit, worker_id, per_key, completions)
+
+    async def _claim_on(
+        self,
+        cur: psycopg.AsyncCursor[tuple[Any, ...]],
+        queue: str,
+        limit: int,
+        worker_id: str,
+        per_key: int | None,
+        completions: Sequence[Completion] = (),
+    ) -> list[ClaimedJob]:
+        """The claim's statement on ``cur``; ``completions`` (a plain claim's, at most a notice's worth)
+        are recorded by the same statement."""
+        if completions:
+            self._forget_leases(completions)
+            params = (*self._completion_columns(completions), self.channel, worker_id, queue, limit)
+            try:
+                await cur.execute(self._sql["claim_completing"], params)
+            except (psycopg.DataError, UnicodeEncodeError) as exc:
+                raise UnstorableJson(f"was refused by the PostgreSQL store: {exc}") from exc
+            rows = [row for row in await cur.fetchall() if row[0] is not None]
+        elif per_key is None:
+            await cur.execute(self._sql["claim"], (worker_id, queue, limit))
+            rows = await cur.fetchall()
+        else:
+            # Jobs of keys whose slots this claim fills are skipped too: look at a few more than ``limit``.
+            keyed = {
+                "queue": queue,
+                "per_key": per_key,
+                "limit": limit,
+                "scan": 2 * limit,
+                "worker": worker_id,
+                "span": CLAIM_SPAN,
+            }
+            await cur.execute(self._sql["claim_keyed"], keyed)
             rows = await cur.fetchall()
         jobs = [claimed_job(queue, row) for row in rows]
         jobs.sort(key=lambda job: job.claim_order)
@@ -537,28 +574,38 @@ class PostgresStore:
             self._leased_by_claim.update(attempt_holder(job.id, job.token) for job in jobs if job.key is not None)
         return jobs
 
-    async def complete(self, completions: Sequence[Completion]) -> None:
-        if self._leased_by_claim:  # only per_key claims lease key slots; a plain drain skips the pass
+    def _forget_leases(self, completions: Sequence[Completion]) -> None:
+        """Settled jobs no longer wait for the key slot their claim leased (only per_key claims lease)."""
+        if self._leased_by_claim:
             self._leased_by_claim.difference_update(attempt_holder(c.job_id, c.token) for c in completions)
+
+    @staticmethod
+    def _completion_columns(completions: Sequence[Completion]) -> tuple[list[int], list[int], list[str | None]]:
+        """The bound arrays of complete.sql and claim_completing.sql: ids, claim tokens, results."""
+        return (
+            # plain ints: psycopg refuses a list mixing Enqueued ids (an int subclass) and ints
+            [int(c.job_id) for c in completions],
+            [c.token for c in completions],
+            [c.result_json for c in completions],
+        )
+
+    async def complete(self, completions: Sequence[Completion]) -> None:
+        if not completions:
+            return
+        async with self._cursor() as cur:
+            await self._complete_on(cur, completions)
+
+    async def _complete_on(self, cur: psycopg.AsyncCursor[tuple[Any, ...]], completions: Sequence[Completion]) -> None:
+        self._forget_leases(completions)
         try:
-            async with self._cursor() as cur:
-                if len(completions) == 1:
-                    one = completions[0]
-                    params = (one.result_json, int(one.job_id), one.token, self.channel)
-                    await cur.execute(self._sql["complete_one"], params)
-                    return
-                for start in range(0, len(completions), _IDS_PER_NOTICE):
-                    chunk = completions[start : start + _IDS_PER_NOTICE]
-                    await cur.execute(
-                        self._sql["complete"],
-                        (
-                            # plain ints: psycopg refuses a list mixing Enqueued ids (an int subclass) and ints
-                            [int(c.job_id) for c in chunk],
-                            [c.token for c in chunk],
-                            [c.result_json for c in chunk],
-                            self.channel,
-                        ),
-                    )
+            if len(completions) == 1:
+                one = completions[0]
+                params = (one.result_json, int(one.job_id), one.token, self.channel)
+                await cur.execute(self._sql["complete_one"], params)
+                return
+            for start in range(0, len(completions), _IDS_PER_NOTICE):
+                chunk = completions[start : start + _IDS_PER_NOTICE]
+                await cur.execute(self._sql["complete"], (*self._completion_columns(chunk), self.channel))
         except (psycopg.DataError, UnicodeEncodeError) as exc:
             raise UnstorableJson(f"was refused by the PostgreSQL store: {exc}") from exc
 

@@ -279,15 +279,27 @@ class SqliteStore:
 
         return await self._run(insert)
 
-    async def claim(self, queue: str, limit: int, worker_id: str, *, per_key: int | None = None) -> list[ClaimedJob]:
+    async def claim(
+        self,
+        queue: str,
+        limit: int,
+        worker_id: str,
+        *,
+        per_key: int | None = None,
+        completions: Sequence[Completion] = (),
+    ) -> list[ClaimedJob]:
         if limit < 1:
+            await self.complete(completions)
             return []
+        self._leased_by_claim.difference_update(attempt_holder(c.job_id, c.token) for c in completions)
 
         def claim(conn: sqlite3.Connection) -> list[ClaimedJob]:
             now = self._clock()
-            if conn.execute(_SQL["any_runnable"], (queue, now)).fetchone() is None:
+            if not completions and conn.execute(_SQL["any_runnable"], (queue, now)).fetchone() is None:
                 return []
             with self._write(conn):
+                if completions:  # riding along: settled in the claim's transaction, one thread hop for both
+                    self._complete_in(conn, completions, now)
                 if per_key is None:
                     rows = conn.execute(_SQL["claim"], (worker_id, now, now, queue, now, limit)).fetchall()
                 else:
@@ -296,7 +308,10 @@ class SqliteStore:
             jobs.sort(key=lambda job: job.claim_order)
             return jobs
 
-        jobs = await self._run(claim)
+        try:
+            jobs = await self._run(claim)
+        except (sqlite3.DataError, UnicodeEncodeError) as exc:
+            raise UnstorableJson(f"was refused by the SQLite store: {exc}") from exc
         self._leased_by_claim.update(
             attempt_holder(job.id, job.token) for job in jobs if per_key is not None and job.key is not None
         )
@@ -337,17 +352,18 @@ class SqliteStore:
         self._leased_by_claim.difference_update(attempt_holder(c.job_id, c.token) for c in completions)
 
         def complete(conn: sqlite3.Connection) -> None:
-            now = self._clock()
             with self._write(conn):
-                conn.executemany(
-                    _SQL["complete"],
-                    [(c.result_json, now, c.job_id, c.token) for c in completions],
-                )
+                self._complete_in(conn, completions, self._clock())
 
         try:
             await self._run(complete)
         except (sqlite3.DataError, UnicodeEncodeError) as exc:
             raise UnstorableJson(f"was refused by the SQLite store: {exc}") from exc
+
+    @staticmethod
+    def _complete_in(conn: sqlite3.Connection, completions: Sequence[Completion], now: float) -> None:
+        """complete.sql for each completion, in the caller's write transaction."""
+        conn.executemany(_SQL["complete"], [(c.result_json, now, c.job_id, c.token) for c in completions])
 
     async def cancel(self, job_ids: Sequence[int]) -> list[int]:
         if not job_ids:
