@@ -898,6 +898,22 @@ def test_a_done_job_keeps_its_worker_and_is_never_taken_for_held_by_it(make_stor
     drive(make_store, scenario)
 
 
+def test_a_late_result_of_a_rescued_job_ends_its_history_done(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        (job_id,) = await store.enqueue([new_job(lease_seconds=SHORT)])
+        (claimed,) = await store.claim("q", 1, "w")
+        await asyncio.sleep(PAST_SHORT)
+        assert await store.rescue_expired() == 1
+        await store.complete([Completion(job_id, claimed.token, json.dumps(1))])
+        attempts = await store.attempts(job_id)
+        assert [(a.attempt, a.outcome, a.worker_id, a.error) for a in attempts] == [
+            (1, "retrying", "w", rescue_error("w", 1)),
+            (1, "done", None, None),  # the rescue took the job from its worker
+        ]
+
+    drive(make_store, scenario)
+
+
 def test_list_jobs_filters_newest_first_and_job_shows_one(make_store: StoreFactory) -> None:
     async def scenario(store: Store) -> None:
         assert await store.list_jobs(JobFilter()) == [] and await store.job(1) is None
