@@ -26,7 +26,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -169,6 +169,11 @@ class JobExecutor:
     def running_job_ids(self) -> list[int]:
         """The ids of the jobs whose attempts this process runs now."""
         return [attempt.job.id for attempt in list(self._in_flight.values())]
+
+    def runs_any(self, job_ids: Sequence[int]) -> bool:
+        """Whether one of ``job_ids`` has an attempt here, from its claim to the end of its code (the
+        running ones and a few about to run or just ended: a superset of :meth:`running_job_ids`)."""
+        return not self._jobs_in_flight.isdisjoint(job_ids)
 
     def cancel(self, job_ids: Collection[int]) -> int:
         """The store cancelled ``job_ids``: stop this process's attempts of them (each keeps its slot until

@@ -221,6 +221,7 @@ class Runtime:
             store=self.store,
             lifecycle=self._lifecycle,
             running_job_ids=self._executor.running_job_ids,
+            runs_any=self._executor.runs_any,
             cancel=self._executor.cancel,
         )
         self._periodic = PeriodicScheduler(

@@ -27,7 +27,8 @@ CANCEL_POLL = 0.5
 
 
 class Canceller:
-    """``running_job_ids()`` names the jobs this process runs; ``cancel(ids)`` stops their attempts."""
+    """``running_job_ids()`` names the jobs this process runs; ``runs_any(ids)`` says whether one of ``ids``
+    may (a cheap look, without building that list); ``cancel(ids)`` stops their attempts."""
 
     def __init__(
         self,
@@ -35,18 +36,20 @@ class Canceller:
         store: Store,
         lifecycle: Lifecycle,
         running_job_ids: Callable[[], Sequence[int]],
+        runs_any: Callable[[Sequence[int]], bool],
         cancel: Callable[[Collection[int]], int],
     ) -> None:
         self._store = store
         self._lifecycle = lifecycle
         self._running_job_ids = running_job_ids
+        self._runs_any = runs_any
         self._cancel = cancel
         self._poke = asyncio.Event()
 
     def on_finished(self, job_ids: Sequence[int]) -> None:
-        """The store says ``job_ids`` finished elsewhere: look now if one of them runs here."""
-        running = set(self._running_job_ids())
-        if any(job_id in running for job_id in job_ids):
+        """The store says ``job_ids`` finished elsewhere: look now if one of them runs here. Every completion
+        batch of every process sends one such notice, this process's own too: the look is one set test."""
+        if self._runs_any(job_ids):
             self._poke.set()
 
     async def run_once(self) -> int:

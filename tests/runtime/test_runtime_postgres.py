@@ -97,8 +97,8 @@ def test_open_refuses_an_unmigrated_database_and_migrate_is_idempotent(pg_server
                 await Runtime(queues=[], store=url).start()
             stores = [PostgresStore(url, max_size=1, min_size=1) for _ in range(3)]
             applied = await asyncio.gather(*(store.migrate() for store in stores))  # concurrent migrators
-            assert SCHEMA_VERSION == 5
-            assert sorted(applied) == [[], [], [1, 2, 3, 4, 5]]
+            assert SCHEMA_VERSION == 6
+            assert sorted(applied) == [[], [], [1, 2, 3, 4, 5, 6]]
             assert await stores[0].migrate() == []
             await asyncio.gather(*(store.close() for store in stores))
             async with Runtime(queues=[], store=url) as runtime:

@@ -146,8 +146,8 @@ def test_a_new_database_gets_every_version_once(tmp_path: Path) -> None:
         await second.close()
         return applied, again, later
 
-    assert asyncio.run(main()) == ([1, 2, 3, 4, 5, 6], [], [])
-    assert SCHEMA_VERSION == 6
+    assert asyncio.run(main()) == ([1, 2, 3, 4, 5, 6, 7], [], [])
+    assert SCHEMA_VERSION == 7
     assert [row[0] for row in _read(path, "SELECT version FROM corral_schema_version ORDER BY version")] == [
         1,
         2,
@@ -155,6 +155,7 @@ def test_a_new_database_gets_every_version_once(tmp_path: Path) -> None:
         4,
         5,
         6,
+        7,
     ]
 
 
@@ -165,7 +166,7 @@ def test_a_database_without_versions_is_upgraded_in_place_without_losing_jobs(tm
 
     async def main() -> None:
         store = SqliteStore(path=path)
-        assert await store.migrate() == [2, 3, 4, 5, 6]  # version 1 is what the file already has
+        assert await store.migrate() == [2, 3, 4, 5, 6, 7]  # version 1 is what the file already has
         try:
             assert (await store.counts())["q"] == QueueCounts(waiting=1, retrying=1, done=1)
             # the lease taken before the upgrade still holds, and still belongs to its holder
@@ -195,6 +196,7 @@ def test_a_database_without_versions_is_upgraded_in_place_without_losing_jobs(tm
         (4,),
         (5,),
         (6,),
+        (7,),
     ]
     assert [column[1] for column in _read(path, "PRAGMA table_info(corral_key_leases)")] == [
         "queue",

@@ -899,6 +899,63 @@ def test_every_ended_attempt_is_recorded_and_refunded_ones_are_not(make_store: S
     drive(make_store, scenario)
 
 
+def test_a_done_job_keeps_its_worker_and_is_never_taken_for_held_by_it(make_store: StoreFactory) -> None:
+    """A success is recorded by the job itself: it keeps the worker of its last attempt, and its attempts end
+    with that attempt; nothing reads the job as running on that worker (counts, the running list, the
+    rescue, the crash count of the worker's other job)."""
+
+    async def scenario(store: Store) -> None:
+        done, lost = await store.enqueue([new_job(kind="in-process", lease_seconds=SHORT) for _ in range(2)])
+        claimed = {job.id: job for job in await store.claim("q", 2, "w")}
+        await store.complete([Completion(done, claimed[done].token, json.dumps("ok"))])
+        job = await store.job(done)
+        assert job is not None
+        assert (job.state, job.worker_id, job.lease_until, job.attempt) == ("done", "w", None, 1)
+        (attempt,) = await store.attempts(done)
+        assert (attempt.attempt, attempt.outcome, attempt.worker_id, attempt.error, attempt.traceback) == (
+            1,
+            "done",
+            "w",
+            None,
+            None,
+        )
+        assert (attempt.started_at, attempt.finished_at, attempt.crashed) == (job.started_at, job.finished_at, False)
+        assert [running.id for running in await store.list_jobs(JobFilter(state="running"))] == [lost]
+        assert (await store.counts())["q"] == QueueCounts(running=1, done=1)
+        await asyncio.sleep(PAST_SHORT)
+        # the lost worker ran `lost` alone (the done job is no longer its): its crash count grows
+        assert await store.rescue_expired(crash_kinds=["in-process"]) == 1
+        assert (await store.counts())["q"] == QueueCounts(retrying=1, done=1)
+        await asyncio.sleep(PAST_SHORT)  # a rescued job is due within one lease (rescue_spread)
+        (again,) = await store.claim("q", 1, "w2")
+        assert (again.id, again.crashes) == (lost, 1)
+        await store.complete([Completion(lost, again.token, None)])
+        assert [(a.attempt, a.outcome, a.worker_id) for a in await store.attempts(lost)] == [
+            (1, "retrying", "w"),
+            (2, "done", "w2"),
+        ]
+        ended = await store.finished_since(time.time() - 60)
+        assert sorted(outcome for _, outcome, _ in ended) == ["done", "done", "retrying"]
+
+    drive(make_store, scenario)
+
+
+def test_a_late_result_of_a_rescued_job_ends_its_history_done(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        (job_id,) = await store.enqueue([new_job(lease_seconds=SHORT)])
+        (claimed,) = await store.claim("q", 1, "w")
+        await asyncio.sleep(PAST_SHORT)
+        assert await store.rescue_expired() == 1
+        await store.complete([Completion(job_id, claimed.token, json.dumps(1))])
+        attempts = await store.attempts(job_id)
+        assert [(a.attempt, a.outcome, a.worker_id, a.error) for a in attempts] == [
+            (1, "retrying", "w", rescue_error("w", 1)),
+            (1, "done", None, None),  # the rescue took the job from its worker
+        ]
+
+    drive(make_store, scenario)
+
+
 def test_list_jobs_filters_newest_first_and_job_shows_one(make_store: StoreFactory) -> None:
     async def scenario(store: Store) -> None:
         assert await store.list_jobs(JobFilter()) == [] and await store.job(1) is None

@@ -1,4 +1,5 @@
-"""The stores as a whole: the scheme registry, one table shape in both SQL stores, the .sql files in the
+"""The stores as a whole: the scheme registry, one table shape in both SQL stores, the attempts history both
+keep (a success recorded by its job row, and the done rows recorded before that), the .sql files in the
 wheel, and a whole Runtime on the in-memory store (what an application's own tests would do)."""
 
 from __future__ import annotations
@@ -12,13 +13,17 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from conftest import TEST_DATABASE
 from corral.runtime import ConfigError, JobContext, Queue, Runtime, StoreUnavailable
 from corral.runtime.stores import SCHEMES, open_store
 from corral.runtime.stores.memory import MemoryStore
 from corral.runtime.stores.postgres import PostgresStore
-from corral.runtime.stores.protocol import Store
+from corral.runtime.stores.postgres import store as postgres_module
+from corral.runtime.stores.protocol import Completion, NewJob, Store
 from corral.runtime.stores.sqlite import SqliteStore
+from corral.runtime.stores.sqlite import store as sqlite_module
 from runtime_helpers import PostgresBackend
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,6 +111,125 @@ def test_both_sql_stores_have_the_same_tables_and_columns(tmp_path: Path, pg: Po
         ("holder", True),
         ("busy_until", True),
     ]
+
+
+# -- the attempts history ------------------------------------------------------------------------
+
+
+class SqlStoreUnderTest:
+    """A fresh, unmigrated SQL store (a SQLite file or a PostgreSQL schema), its module (whose migrations a
+    test may hold back) and its tables read directly."""
+
+    def __init__(self, kind: str, location: str, module: Any) -> None:
+        self.kind, self.location, self.module = kind, location, module
+
+    def make(self) -> Store:
+        if self.kind == "sqlite":
+            return SqliteStore(path=self.location)
+        return PostgresStore(self.location, max_size=2, min_size=1)
+
+    def rows(self, query: str) -> list[tuple[Any, ...]]:
+        if self.kind == "sqlite":
+            conn = sqlite3.connect(self.location)
+            try:
+                return conn.execute(query).fetchall()
+            finally:
+                conn.close()
+        with psycopg.connect(self.location, autocommit=True) as pg_conn:
+            return pg_conn.execute(query).fetchall()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> SqlStoreUnderTest:
+    if request.param == "sqlite":
+        return SqlStoreUnderTest("sqlite", str(tmp_path / "jobs.db"), sqlite_module)
+    server = request.getfixturevalue("pg_server")
+    return SqlStoreUnderTest("postgres", server.create_schema(TEST_DATABASE, "h"), postgres_module)
+
+
+def _job() -> NewJob:
+    return NewJob("q", "k", "{}", None, time.time(), 3, 30.0)
+
+
+ATTEMPT_ROWS = "SELECT job_id, attempt, outcome, worker_id FROM corral_attempts ORDER BY id"
+
+
+def test_a_success_writes_no_attempts_row_and_its_job_row_shows_the_attempt(sql_store: SqlStoreUnderTest) -> None:
+    async def main() -> tuple[int, list[int]]:
+        store = sql_store.make()
+        await store.migrate()
+        await store.open()
+        try:
+            (flaky,) = await store.enqueue([_job()])
+            (first,) = await store.claim("q", 1, "w1")
+            await store.fail(flaky, first.token, error="E: once", traceback="tb", retry_at=time.time())
+            (second,) = await store.claim("q", 1, "w2")
+            await store.complete([Completion(flaky, second.token, None)])  # one completion: complete_one.sql
+            batch = await store.enqueue([_job(), _job()])
+            await store.complete([Completion(job.id, job.token, "1") for job in await store.claim("q", 2, "w3")])
+            shown = [(a.attempt, a.outcome, a.worker_id, a.error) for a in await store.attempts(flaky)]
+            assert shown == [(1, "retrying", "w1", "E: once"), (2, "done", "w2", None)]
+            for job_id in batch:
+                assert [(a.attempt, a.outcome, a.worker_id) for a in await store.attempts(job_id)] == [
+                    (1, "done", "w3")
+                ]
+            return flaky, batch
+        finally:
+            await store.close()
+
+    flaky, batch = asyncio.run(main())
+    assert sql_store.rows(ATTEMPT_ROWS) == [(flaky, 1, "retrying", "w1")]  # the successes: none
+    assert sql_store.rows("SELECT id, state, worker_id FROM corral_jobs ORDER BY id") == [
+        (flaky, "done", "w2"),
+        (batch[0], "done", "w3"),
+        (batch[1], "done", "w3"),
+    ]
+
+
+def test_a_done_row_recorded_before_the_migration_is_shown_once(
+    sql_store: SqlStoreUnderTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store migrated while it holds done rows the trigger recorded (before it stopped recording successes):
+    each done job shows its done attempt once, whether it ended before the migration or after it."""
+    migrations = sql_store.module._MIGRATIONS
+    newest = migrations[-1][0]
+
+    async def before_the_migration() -> tuple[int, int]:
+        store = sql_store.make()
+        await store.migrate()
+        await store.open()
+        try:
+            old, running = await store.enqueue([_job(), _job()])
+            claimed = {job.id: job for job in await store.claim("q", 2, "w1")}
+            await store.complete([Completion(old, claimed[old].token, None)])
+            return old, running
+        finally:
+            await store.close()
+
+    async def after_the_migration(old: int, running: int) -> None:
+        store = sql_store.make()
+        assert await store.migrate() == [newest]
+        await store.open()
+        try:
+            job = await store.job(running)
+            assert job is not None and (job.state, job.worker_id) == ("running", "w1")
+            await store.complete([Completion(running, 1, None)])  # its first claim's token
+            for job_id in (old, running):
+                assert [(a.attempt, a.outcome, a.worker_id) for a in await store.attempts(job_id)] == [
+                    (1, "done", "w1")
+                ]
+            ended = await store.finished_since(time.time() - 60)
+            assert [outcome for _, outcome, _ in ended] == ["done", "done"]
+        finally:
+            await store.close()
+
+    with monkeypatch.context() as held_back:
+        held_back.setattr(sql_store.module, "_MIGRATIONS", migrations[:-1])
+        held_back.setattr(sql_store.module, "SCHEMA_VERSION", newest - 1)
+        old, running = asyncio.run(before_the_migration())
+    assert sql_store.rows(ATTEMPT_ROWS) == [(old, 1, "done", "w1")]  # what the trigger recorded then
+    asyncio.run(after_the_migration(old, running))
+    assert sql_store.rows(ATTEMPT_ROWS) == [(old, 1, "done", "w1")]  # and nothing since
 
 
 # -- the wheel ------------------------------------------------------------------------------------

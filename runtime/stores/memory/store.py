@@ -204,8 +204,8 @@ class MemoryStore:
         self._running.discard(job.id)
 
     def _attempt_ended(self, job: _Job, *, worker_id: str | None, crashes_before: int, now: float) -> None:
-        """What the SQL stores' attempts trigger records when a running job leaves ``running`` settled."""
-        failed = job.state != DONE
+        """What the SQL stores' attempts trigger records when a running job leaves ``running`` settled other
+        than done (a success is recorded by the job itself: :meth:`_done_attempt`)."""
         self._attempts.setdefault(job.id, []).append(
             AttemptRecord(
                 job_id=job.id,
@@ -214,10 +214,27 @@ class MemoryStore:
                 worker_id=worker_id,
                 started_at=job.started_at,
                 finished_at=now,
-                error=job.last_error if failed else None,
-                traceback=job.last_traceback if failed else None,
+                error=job.last_error,
+                traceback=job.last_traceback,
                 crashed=job.crashes > crashes_before,
             )
+        )
+
+    @staticmethod
+    def _done_attempt(job: _Job) -> AttemptRecord | None:
+        """The SQL stores' attempt_list.sql: a done job's last attempt, read from the job itself."""
+        if job.state != DONE or job.finished_at is None:
+            return None
+        return AttemptRecord(
+            job_id=job.id,
+            attempt=job.attempt,
+            outcome=DONE,
+            worker_id=job.worker_id,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            error=None,
+            traceback=None,
+            crashed=False,
         )
 
     def _forget(self, job: _Job) -> None:
@@ -323,13 +340,11 @@ class MemoryStore:
             job = self._jobs.get(completion.job_id)
             if job is None or job.claims != completion.token or job.state in (DONE, CANCELLED):
                 continue
-            was_running, worker_id = job.state == RUNNING, job.worker_id
             job.state = DONE
             job.result_json = completion.result_json
             job.finished_at = now
-            self._unlease(job)
-            if was_running:
-                self._attempt_ended(job, worker_id=worker_id, crashes_before=job.crashes, now=now)
+            job.lease_until = None  # its worker_id stays: the job is the record of its done attempt
+            self._running.discard(job.id)
 
     async def cancel(self, job_ids: Sequence[int]) -> list[int]:
         if not job_ids:
@@ -611,7 +626,9 @@ class MemoryStore:
 
     async def attempts(self, job_id: int) -> list[AttemptRecord]:
         await self._begin()
-        return list(self._attempts.get(job_id, ()))
+        job = self._jobs.get(job_id)
+        done = None if job is None else self._done_attempt(job)
+        return [*self._attempts.get(job_id, ()), *([] if done is None else [done])]
 
     async def key_leases(self) -> list[KeyLease]:
         now = await self._begin()
@@ -628,6 +645,11 @@ class MemoryStore:
             for job_id, attempts in self._attempts.items()
             for attempt in attempts
             if attempt.finished_at >= since
+        ]
+        ended += [
+            (job.queue, DONE, job.finished_at)
+            for job in self._jobs.values()
+            if job.state == DONE and job.finished_at is not None and job.finished_at >= since
         ]
         return sorted(ended, key=lambda row: row[2])
 

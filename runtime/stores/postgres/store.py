@@ -842,13 +842,13 @@ class PostgresStore:
         return found[0] if found else None
 
     async def attempts(self, job_id: int) -> list[AttemptRecord]:
-        return [attempt_record(row) for row in await self._fetch("attempt_list", (job_id,))]
+        return [attempt_record(row) for row in await self._fetch("attempt_list", {"id": int(job_id)})]
 
     async def key_leases(self) -> list[KeyLease]:
         return [KeyLease(*row) for row in await self._fetch("key_lease_list", ())]
 
     async def finished_since(self, since: float) -> list[tuple[str, str, float]]:
-        return [(row[0], row[1], row[2]) for row in await self._fetch("finished_since", (since,))]
+        return [(row[0], row[1], row[2]) for row in await self._fetch("finished_since", {"since": since})]
 
     async def retry_failed(self, job_ids: Sequence[int] | None, *, queue: str | None = None) -> list[int]:
         ids = None if job_ids is None else [int(job_id) for job_id in job_ids]

@@ -648,7 +648,7 @@ class SqliteStore:
 
     async def attempts(self, job_id: int) -> list[AttemptRecord]:
         return await self._run(
-            lambda conn: [attempt_record(row) for row in conn.execute(_SQL["attempt_list"], (job_id,))]
+            lambda conn: [attempt_record(row) for row in conn.execute(_SQL["attempt_list"], {"id": job_id})]
         )
 
     async def key_leases(self) -> list[KeyLease]:
@@ -658,7 +658,7 @@ class SqliteStore:
 
     async def finished_since(self, since: float) -> list[tuple[str, str, float]]:
         return await self._run(
-            lambda conn: [(row[0], row[1], row[2]) for row in conn.execute(_SQL["finished_since"], (since,))]
+            lambda conn: [(row[0], row[1], row[2]) for row in conn.execute(_SQL["finished_since"], {"since": since})]
         )
 
     async def retry_failed(self, job_ids: Sequence[int] | None, *, queue: str | None = None) -> list[int]:
