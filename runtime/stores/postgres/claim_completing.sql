@@ -1,11 +1,10 @@
--- claim.sql with completions riding along (complete.sql's update and notice): a claim loop's pass settles
--- the finished jobs the completer holds and claims new ones in one statement, one round trip instead of two.
--- Both updates see one snapshot and touch different rows (running jobs are settled, runnable ones
--- claimed). A CTE that modifies nothing runs only when read: the outer query reads the notice's one row
--- first, so it is sent even when nothing is claimed (a row of NULLs then). Keep it alike with claim.sql and
--- complete.sql.
-WITH done AS (UPDATE {jobs} j SET state = 'done', result = v.r::jsonb, finished_at = now(),
-    lease_until = NULL, worker_id = NULL
+-- claim.sql with completions riding along (complete.sql's update and notice; worker_id stays, as there):
+-- a claim loop's pass settles the finished jobs the completer holds and claims new ones in one statement,
+-- one round trip instead of two. Both updates see one snapshot and touch different rows (running jobs are
+-- settled, runnable ones claimed). A CTE that modifies nothing runs only when read: the outer query reads
+-- the notice's one row first, so it is sent even when nothing is claimed (a row of NULLs then). Keep it
+-- alike with claim.sql and complete.sql.
+WITH done AS (UPDATE {jobs} j SET state = 'done', result = v.r::jsonb, finished_at = now(), lease_until = NULL
     FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, t, r)
     WHERE j.id = v.id AND j.claims = v.t AND j.state NOT IN ('done', 'cancelled') RETURNING j.id),
 noticed AS (SELECT COUNT(pg_notify(%s, 'f ' || ids)) AS sent FROM
