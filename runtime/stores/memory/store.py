@@ -626,9 +626,10 @@ class MemoryStore:
 
     async def attempts(self, job_id: int) -> list[AttemptRecord]:
         await self._begin()
+        recorded = list(self._attempts.get(job_id, ()))
         job = self._jobs.get(job_id)
         done = None if job is None else self._done_attempt(job)
-        return [*self._attempts.get(job_id, ()), *([] if done is None else [done])]
+        return recorded if done is None else [*recorded, done]
 
     async def key_leases(self) -> list[KeyLease]:
         now = await self._begin()
