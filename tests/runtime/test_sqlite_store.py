@@ -4,6 +4,7 @@ its schema versions (including databases created before it recorded any)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from corral.runtime import StoreUnavailable
 from corral.runtime.stores.protocol import JobFilter, NewJob, PeriodicSpec, QueueCounts, RelayPass
+from corral.runtime.stores.sqlfiles import read_queries
 from corral.runtime.stores.sqlite import SCHEMA_VERSION, SqliteStore
 
 OPEN_AND_CLOSE = """
@@ -269,3 +271,27 @@ def test_open_existing_refuses_a_file_that_is_not_a_store_or_not_migrated(tmp_pa
         StoreUnavailable, match=f"at version 1, this corral needs {SCHEMA_VERSION}: run `corral migrate"
     ):
         asyncio.run(SqliteStore(path=old).open_existing(read_only=True))
+
+
+# States a statement may move a running job to without the attempts trigger: done is recorded by the job
+# row itself, running and waiting (a claim, a snooze or release) end no attempt.
+_UNRECORDED_STATES = {"running", "waiting", "done"}
+
+
+def test_every_statement_that_ends_an_attempt_other_than_done_sets_last_error() -> None:
+    """The attempts trigger is declared on last_error (migration 0007: a trigger on state would be coded
+    into every completion too), so a statement that settles a job in any other state must set that column,
+    or its attempt goes unrecorded. Held here for every statement the store ships, today's and tomorrow's."""
+    updates = 0
+    for name, text in read_queries("corral.runtime.stores.sqlite").items():
+        body = re.sub(r"--[^\n]*", "", text)
+        for match in re.finditer(r"UPDATE\s+corral_jobs\s+SET\s+(.*?)(?:\bWHERE\b|\bRETURNING\b|$)", body, re.S):
+            assignments = match.group(1)
+            state = re.search(r"\bstate\s*=\s*('(\w+)')?", assignments)
+            if state is None:
+                continue
+            updates += 1
+            if state.group(2) in _UNRECORDED_STATES:
+                continue
+            assert re.search(r"\blast_error\s*=", assignments), f"{name}.sql sets state without last_error"
+    assert updates >= 6  # claim, complete, fail, cancel, rescue, unclaim, ...: the pattern still finds them

@@ -899,6 +899,21 @@ def test_every_ended_attempt_is_recorded_and_refunded_ones_are_not(make_store: S
     drive(make_store, scenario)
 
 
+def test_a_cancelled_or_finally_failed_attempt_is_recorded_and_a_cancelled_waiting_job_has_none(
+    make_store: StoreFactory,
+) -> None:
+    async def scenario(store: Store) -> None:
+        running, failing, waiting = await store.enqueue([new_job(), new_job(max_attempts=1), new_job(delay=60)])
+        held = {job.id: job for job in await store.claim("q", 2, "w1")}
+        assert await store.cancel([running, waiting]) == [running, waiting]
+        await store.fail(failing, held[failing].token, error="E: last", traceback="tb", retry_at=None)
+        assert [(a.attempt, a.outcome, a.worker_id) for a in await store.attempts(running)] == [(1, "cancelled", "w1")]
+        assert [(a.outcome, a.error) for a in await store.attempts(failing)] == [("failed", "E: last")]
+        assert await store.attempts(waiting) == []
+
+    drive(make_store, scenario)
+
+
 def test_a_done_job_keeps_its_worker_and_is_never_taken_for_held_by_it(make_store: StoreFactory) -> None:
     """A success is recorded by the job itself: it keeps the worker of its last attempt, and its attempts end
     with that attempt; nothing reads the job as running on that worker (counts, the running list, the

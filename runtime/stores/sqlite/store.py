@@ -29,7 +29,6 @@ from corral.runtime.stores.protocol import (
     DONE,
     FAILED,
     RETRYING,
-    WAITING,
     AttemptRecord,
     ClaimedJob,
     Completion,
@@ -418,7 +417,7 @@ class SqliteStore:
         def unclaim(conn: sqlite3.Connection) -> None:
             now = self._clock()
             with self._write(conn):
-                conn.execute(_SQL["unclaim"], (WAITING, now + seconds, int(retried), job_id, token))
+                conn.execute(_SQL["unclaim"], (now + seconds, int(retried), job_id, token))
 
         return unclaim
 
