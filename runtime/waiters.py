@@ -22,7 +22,7 @@ from corral.runtime.config import RuntimeConfig
 from corral.runtime.errors import StoreUnavailable
 from corral.runtime.infra import wait_event
 from corral.runtime.lifecycle import Lifecycle
-from corral.runtime.stores.protocol import FINAL_STATES, Store
+from corral.runtime.stores.protocol import FINAL_STATES, Store, shown_error
 
 __all__ = ["JobStatus", "Waiters"]
 
@@ -113,7 +113,7 @@ class Waiters:
     @staticmethod
     def _status(job_id: int, state: str, result_json: str | None, error: str | None) -> JobStatus:
         result = json.loads(result_json) if result_json is not None else None
-        return JobStatus(job_id=job_id, state=state, waited=True, result=result, error=error)
+        return JobStatus(job_id=job_id, state=state, waited=True, result=result, error=shown_error(state, error))
 
     def settled(self, job_id: int) -> None:
         """This process recorded an outcome of ``job_id``: read what the store accepted now, if anybody waits."""

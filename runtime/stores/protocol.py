@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 from corral.runtime.errors import ConfigError
@@ -535,10 +535,20 @@ def failed_job(row: Sequence[Any]) -> FailedJob:
     )
 
 
+def shown_error(state: str, error: str | None) -> str | None:
+    """A job's error (or traceback) as it is reported: none for a done job, whose last attempt succeeded.
+    The stores leave an earlier attempt's error on the row rather than write it again on success (the
+    attempts history keeps every attempt's)."""
+    return None if state == "done" else error
+
+
 def job_record(row: Sequence[Any]) -> JobRecord:
     """A job row: ``id, queue, kind, args, key, state, attempt, max_attempts, enqueued_at, run_at,
     started_at, finished_at, lease_until, worker_id, result, last_error, last_traceback, crashes``."""
-    return JobRecord(*row)
+    record = JobRecord(*row)
+    if record.state == "done" and (record.error is not None or record.traceback is not None):
+        return replace(record, error=None, traceback=None)  # as shown_error reports it
+    return record
 
 
 def attempt_record(row: Sequence[Any]) -> AttemptRecord:

@@ -457,3 +457,22 @@ def test_a_busy_queue_records_its_completions_on_its_next_claims(tmp_path: Path)
 
     asyncio.run(main())
     assert recorded["on claims"] > 0 and recorded["on claims"] + recorded["alone"] == 40
+
+
+def test_wait_on_a_job_done_after_a_failure_reports_its_result_and_no_error(db: Backend) -> None:
+    queue = Queue("q", max_workers=1, timeout=5)
+    calls: list[int] = []
+
+    @queue.job("flaky", max_attempts=3)
+    async def flaky(ctx: JobContext) -> str:
+        calls.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise RuntimeError("boom 1")
+        return "second time"
+
+    async def main() -> None:
+        async with make_runtime(db, [queue]) as runtime:
+            status = await runtime.wait(await runtime.enqueue("flaky"), timeout=10)
+            assert (status.state, status.result, status.error) == ("done", "second time", None)
+
+    asyncio.run(main())

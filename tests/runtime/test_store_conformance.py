@@ -914,6 +914,20 @@ def test_a_cancelled_or_finally_failed_attempt_is_recorded_and_a_cancelled_waiti
     drive(make_store, scenario)
 
 
+def test_a_job_done_after_a_failed_attempt_shows_no_error_and_its_history_keeps_it(make_store: StoreFactory) -> None:
+    async def scenario(store: Store) -> None:
+        (job_id,) = await store.enqueue([new_job()])
+        (first,) = await store.claim("q", 1, "w")
+        await store.fail(job_id, first.token, error="E: boom", traceback="tb", retry_at=time.time())
+        (second,) = await store.claim("q", 1, "w")
+        await store.complete([Completion(job_id, second.token, json.dumps(2))])
+        record = await store.job(job_id)
+        assert record is not None and (record.state, record.error, record.traceback) == ("done", None, None)
+        assert [(a.outcome, a.error) for a in await store.attempts(job_id)] == [("retrying", "E: boom"), ("done", None)]
+
+    drive(make_store, scenario)
+
+
 def test_a_done_job_keeps_its_worker_and_is_never_taken_for_held_by_it(make_store: StoreFactory) -> None:
     """A success is recorded by the job itself: it keeps the worker of its last attempt, and its attempts end
     with that attempt; nothing reads the job as running on that worker (counts, the running list, the

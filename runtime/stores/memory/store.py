@@ -51,6 +51,7 @@ from corral.runtime.stores.protocol import (
     rescue_error,
     rescue_spread,
     routed_jobs,
+    shown_error,
 )
 
 __all__ = ["MemoryStore"]
@@ -601,8 +602,8 @@ class MemoryStore:
             lease_until=job.lease_until,
             worker_id=job.worker_id,
             result_json=job.result_json,
-            error=job.last_error,
-            traceback=job.last_traceback,
+            error=shown_error(job.state, job.last_error),
+            traceback=shown_error(job.state, job.last_traceback),
             crashes=job.crashes,
         )
 
