@@ -552,6 +552,9 @@ _BLOCK_CASES = [
 ]
 
 
+LINEAR_BUDGET = 5.0  # seconds of CPU per rule and input
+
+
 @pytest.mark.parametrize(
     "data",
     [
@@ -592,7 +595,9 @@ _BLOCK_CASES = [
 def test_prefilters_stay_linear(data: bytes) -> None:
     for rule in RULES:
         # CPU time, not wall time: a quadratic prefilter takes minutes here, and a loaded machine (the suite
-        # runs beside other processes) stretches the wall clock, never the process's own CPU time.
+        # runs beside other processes) stretches the wall clock, never the process's own CPU time. The
+        # budget is far below minutes and above what the linear scan of these ~0.5 MB takes on a slow core
+        # (1.2 s of Python 3.10 on a shared 2-core VM, where a tight Python loop runs at half a desktop's speed).
         started = time.process_time()
         rule.might_match(Source(data, "app/module.py"), CONFIG)
-        assert time.process_time() - started < 1, rule.__name__
+        assert time.process_time() - started < LINEAR_BUDGET, rule.__name__
