@@ -1,11 +1,16 @@
-"""The pre-commit hooks, through the real `pre-commit try-repo` on a copy of this working tree.
+"""The pre-commit hooks, through the real pre-commit on a copy of this working tree.
 
-pre-commit clones a repository's HEAD commit and pip-installs it into a hook environment (from PyPI for
-the dependencies): the copy is committed as it is now, uncommitted and new files included.
+pre-commit clones a repository's commit and pip-installs it into a hook environment (from PyPI for the
+dependencies): the copy is committed as it is now, uncommitted and new files included. `try-repo` makes
+a new store, so a new hook environment, on every call (14-25 s here); one test goes through it, and the
+others through `pre-commit run` with a configuration naming the same commit, as a project that adopted the
+hooks does, so their environment is installed once: every xdist worker uses the same copy and the same
+pre-commit home (pre-commit locks its store while it installs).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -44,38 +49,51 @@ def working_tree_copy(destination: Path, env: dict[str, str]) -> Path:
     return destination
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def hooks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    base = tmp_path_factory.mktemp("pre-commit")
+    # Under xdist the base temp is per worker and its parent is the run's: the copy is made there once.
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
     env = {
         **os.environ,
-        "PRE_COMMIT_HOME": str(base / "home"),
+        "PRE_COMMIT_HOME": str(shared / "pre-commit-home"),
         **{
             f"GIT_{who}_{what}": value
             for who in ("AUTHOR", "COMMITTER")
             for what, value in (("NAME", "t"), ("EMAIL", "t@t"))
         },
     }
-    (base / "corral").mkdir()
-    return working_tree_copy(base / "corral", env), env
+    repo = shared / "pre-commit-corral"
+    if not repo.exists():
+        draft = tmp_path_factory.mktemp("pre-commit-corral-draft")
+        working_tree_copy(draft, env)
+        with contextlib.suppress(OSError):  # another worker's copy got there first: use that one
+            draft.rename(repo)
+    return repo, env
+
+
+def pre_commit(project: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PRE_COMMIT, *args, "--color", "never"], cwd=project, env=env, capture_output=True, text=True, timeout=280
+    )
 
 
 def try_repo(repo: Path, hook: str, project: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return try_repo_with(repo, hook, project, env)
+    """`pre-commit try-repo` of one hook: what a user runs to try the hooks before adopting them."""
+    return pre_commit(project, env, "try-repo", str(repo), hook)
 
 
-def try_repo_with(
+def run_hook(
     repo: Path, hook: str, project: Path, env: dict[str, str], *options: str
 ) -> subprocess.CompletedProcess[str]:
-    """`pre-commit try-repo` of one hook, with more of `pre-commit run`'s options (`--files ...`)."""
-    return subprocess.run(
-        [PRE_COMMIT, "try-repo", str(repo), hook, "--color", "never", *options],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
+    """`pre-commit run HOOK` of a project whose configuration names the copy's commit, with more of its
+    options (`--files ...`). The configuration lies outside the project, so it is no file of the project's."""
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True)
+    config = project.parent / f"{project.name}-pre-commit-config.yaml"
+    hooks = [{"id": "corral"}, {"id": "corral-gate"}]
+    config.write_text(yaml.safe_dump({"repos": [{"repo": str(repo), "rev": rev.stdout.strip(), "hooks": hooks}]}))
+    return pre_commit(project, env, "run", hook, "--config", str(config), *options)
 
 
 def test_hooks_file_declares_the_two_hooks() -> None:
@@ -86,6 +104,7 @@ def test_hooks_file_declares_the_two_hooks() -> None:
     assert hooks["corral-gate"]["always_run"] is True
 
 
+@pytest.mark.once
 @pytest.mark.timeout(600)
 def test_hooks_fail_on_a_violation_and_pass_once_fixed(hooks: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     repo, env = hooks
@@ -101,8 +120,11 @@ def test_hooks_fail_on_a_violation_and_pass_once_fixed(hooks: tuple[Path, dict[s
     git("init", "-q", cwd=project, env=env)
     git("add", "-A", cwd=project, env=env)
 
-    for hook in ("corral", "corral-gate"):
-        completed = try_repo(repo, hook, project, env)
+    for completed in (
+        try_repo(repo, "corral", project, env),
+        run_hook(repo, "corral", project, env),
+        run_hook(repo, "corral-gate", project, env),
+    ):
         assert completed.returncode == 1, completed.stdout + completed.stderr
         assert "app/jobs.py:3:1: CRL101 threading.Thread outside infra" in completed.stdout
         assert "Found 1 finding in 1 file" in completed.stdout
@@ -110,11 +132,12 @@ def test_hooks_fail_on_a_violation_and_pass_once_fixed(hooks: tuple[Path, dict[s
     (project / "app" / "jobs.py").write_text("def enqueue(job):\n    return job\n")
     git("add", "-A", cwd=project, env=env)
     for hook in ("corral", "corral-gate"):
-        completed = try_repo(repo, hook, project, env)
+        completed = run_hook(repo, hook, project, env)
         assert completed.returncode == 0, completed.stdout + completed.stderr
         assert "Passed" in completed.stdout
 
 
+@pytest.mark.once
 @pytest.mark.timeout(600)
 def test_the_per_file_hook_checks_a_python_script_without_a_suffix(
     hooks: tuple[Path, dict[str, str]], tmp_path: Path
@@ -128,7 +151,7 @@ def test_the_per_file_hook_checks_a_python_script_without_a_suffix(
     script.chmod(0o755)
     git("init", "-q", cwd=project, env=env)
     git("add", "-A", cwd=project, env=env)
-    completed = try_repo(repo, "corral", project, env)
+    completed = run_hook(repo, "corral", project, env)
     assert completed.returncode == 1, completed.stdout + completed.stderr
     assert "scripts/manage:4:1: CRL101 threading.Thread outside infra" in completed.stdout
 
@@ -145,6 +168,7 @@ def test_files_named_without_config_are_judged_by_their_place(tmp_path: Path) ->
     ]
 
 
+@pytest.mark.once
 @pytest.mark.timeout(600)
 def test_both_hooks_read_the_configured_baseline(hooks: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     repo, env = hooks
@@ -156,13 +180,13 @@ def test_both_hooks_read_the_configured_baseline(hooks: tuple[Path, dict[str, st
     git("init", "-q", cwd=project, env=env)
     git("add", "-A", cwd=project, env=env)
     for hook in ("corral", "corral-gate"):
-        completed = try_repo(repo, hook, project, env)
+        completed = run_hook(repo, hook, project, env)
         assert completed.returncode == 0, completed.stdout + completed.stderr
 
     (project / "app" / "new.py").write_text(SPAWNING)
     git("add", "-A", cwd=project, env=env)
     for hook in ("corral", "corral-gate"):
-        completed = try_repo(repo, hook, project, env)
+        completed = run_hook(repo, hook, project, env)
         assert completed.returncode == 1, completed.stdout + completed.stderr
         assert "app/new.py:3:1: CRL101" in completed.stdout and "app/old.py" not in completed.stdout
 
@@ -170,11 +194,12 @@ def test_both_hooks_read_the_configured_baseline(hooks: tuple[Path, dict[str, st
     (project / "app" / "old.py").write_text("x = 1\n")
     git("add", "-A", cwd=project, env=env)
     for hook in ("corral", "corral-gate"):
-        completed = try_repo(repo, hook, project, env)
+        completed = run_hook(repo, hook, project, env)
         assert completed.returncode == 1, completed.stdout + completed.stderr
         assert "fixed: app/old.py CRL101" in completed.stdout + completed.stderr
 
 
+@pytest.mark.once
 @pytest.mark.timeout(600)
 def test_hooks_judge_each_service_of_a_monorepo_by_its_own_settings(
     hooks: tuple[Path, dict[str, str]], tmp_path: Path
@@ -191,12 +216,12 @@ def test_hooks_judge_each_service_of_a_monorepo_by_its_own_settings(
     git("add", "-A", cwd=project, env=env)
     named = ["services/a/app/workers/pool.py", "services/b/app/workers/pool.py"]
     for files in (named, named[::-1]):
-        completed = try_repo_with(repo, "corral", project, env, "--files", *files)
+        completed = run_hook(repo, "corral", project, env, "--files", *files)
         assert completed.returncode == 1, completed.stdout + completed.stderr
         assert "services/b/app/workers/pool.py:3:1: CRL101" in completed.stdout
         assert "services/a/app" not in completed.stdout
         assert "Found 1 finding in 1 file (2 files checked)." in completed.stdout
-    completed = try_repo_with(repo, "corral-gate", project, env)
+    completed = run_hook(repo, "corral-gate", project, env)
     assert completed.returncode == 1, completed.stdout + completed.stderr
     assert "services/b/app/workers/pool.py:3:1: CRL101" in completed.stdout
     assert "Found 1 finding in 1 file (2 files checked)." in completed.stdout
