@@ -147,6 +147,7 @@ def working_tree(destination: Path) -> Path:
     return destination
 
 
+@pytest.mark.once  # the installer runs the first python3 on PATH, whatever runs the tests
 @pytest.mark.timeout(600)
 def test_install_puts_the_actions_own_corral_in_a_virtualenv_of_its_own(tmp_path: Path) -> None:
     checkout = working_tree(tmp_path / "action")

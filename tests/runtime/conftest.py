@@ -71,6 +71,13 @@ class Cli:
 TEST_DATABASE = "corral_test"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # `ci/test -m "not postgresql"` on the other Pythons: the store's SQL and the server do not change with them.
+    for item in items:
+        if "pg_server" in getattr(item, "fixturenames", ()) or "[postgres" in item.nodeid:
+            item.add_marker(pytest.mark.postgresql)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     try:
