@@ -219,6 +219,32 @@ def dashboard(cli: Cli) -> Iterator[str]:
             server.communicate()
 
 
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_stop_signal_ends_the_dashboard_quietly_with_its_store_closed(cli: Cli, stop: signal.Signals) -> None:
+    assert cli.run("migrate", "operateapp:runtime").returncode == 0
+    port = _free_port()
+    server = cli.spawn("ui", "operateapp:runtime", "--port", str(port))
+    try:
+        assert server.stdout is not None
+        assert f"on http://127.0.0.1:{port}/" in server.stdout.readline()
+        deadline = time.monotonic() + 10
+        while not _listening(port):
+            assert time.monotonic() < deadline, "the dashboard never listened"
+            time.sleep(0.05)
+        server.send_signal(stop)
+        out, err = server.communicate(timeout=15)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+    assert (server.returncode, err) == (0, ""), out + err
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
 def test_a_failed_job_retried_through_its_button_is_seen_done(
     chromium: str, cli: Cli, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
