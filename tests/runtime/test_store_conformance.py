@@ -928,6 +928,30 @@ def test_a_job_done_after_a_failed_attempt_shows_no_error_and_its_history_keeps_
     drive(make_store, scenario)
 
 
+def test_a_job_cancelled_after_a_failed_attempt_shows_no_error_and_its_history_keeps_it(
+    make_store: StoreFactory,
+) -> None:
+    """The cancelled attempt is not the failed one: neither it nor the job reports the earlier error."""
+
+    async def scenario(store: Store) -> None:
+        running, retrying = await store.enqueue([new_job(), new_job()])
+        for job in await store.claim("q", 2, "w"):
+            await store.fail(job.id, job.token, error="E: boom", traceback="tb", retry_at=time.time())
+        (again,) = await store.claim("q", 1, "w")
+        assert again.id == running
+        assert sorted(await store.cancel([running, retrying])) == [running, retrying]
+        for job_id in (running, retrying):
+            record = await store.job(job_id)
+            assert record is not None and (record.state, record.error, record.traceback) == ("cancelled", None, None)
+        assert [(a.outcome, a.error) for a in await store.attempts(running)] == [
+            ("retrying", "E: boom"),
+            ("cancelled", None),
+        ]
+        assert [(a.outcome, a.error) for a in await store.attempts(retrying)] == [("retrying", "E: boom")]
+
+    drive(make_store, scenario)
+
+
 def test_a_done_job_keeps_its_worker_and_is_never_taken_for_held_by_it(make_store: StoreFactory) -> None:
     """A success is recorded by the job itself: it keeps the worker of its last attempt, and its attempts end
     with that attempt; nothing reads the job as running on that worker (counts, the running list, the

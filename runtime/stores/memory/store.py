@@ -360,6 +360,7 @@ class MemoryStore:
             job.state = CANCELLED
             job.finished_at = now
             job.lease_until = None  # its worker_id stays, as in the SQL stores
+            job.last_error = job.last_traceback = None  # an earlier attempt's, not the cancelled one's
             self._running.discard(job.id)
             if was_running:  # as the SQL stores' attempts trigger records it
                 self._attempt_ended(job, worker_id=job.worker_id, crashes_before=job.crashes, now=now)
