@@ -576,6 +576,14 @@ class JobExecutor:
             await self._hold(attempt, work, until=math.inf)
         self._record_cancelled(job, "its code has stopped")
 
+    async def _held_cancelled(self, job: ClaimedJob) -> bool:
+        """Whether the store holds ``job`` cancelled; asked only when the store refused an outcome (rare)."""
+        try:
+            record = await self._store.job(job.id)
+        except Exception:
+            return False  # the refusal is then reported as it is
+        return record is not None and record.state == "cancelled"
+
     def _record_cancelled(self, job: ClaimedJob, how: str) -> None:
         """The store holds the job cancelled already: nothing to record but the log line and the waiters."""
         self._stats.cancelled_attempts += 1
@@ -646,7 +654,6 @@ class JobExecutor:
             if final
             else time.time() + retry_delay(job.attempt, base=self._config.retry_base, cap=self._config.retry_cap)
         )
-        self._stats.failed_attempts += 1
         # The failure is recorded whatever its text holds: what a store's text column refuses is escaped.
         stored_error = storable_text(error, limit=MAX_ERROR_CHARS)
         trace = None if trace is None else storable_text(trace, limit=MAX_TRACEBACK_CHARS)
@@ -655,8 +662,13 @@ class JobExecutor:
                 job.id, job.token, error=stored_error, traceback=trace, retry_at=retry_at, crashed=crashed
             )
         except BaseException:
+            self._stats.failed_attempts += 1
             self._log_failure(job, error, trace, final=final)  # what happened, though the store could not hear it
             raise
+        if not recorded and await self._held_cancelled(job):  # cancelled while its outcome was on its way
+            self._record_cancelled(job, f"its outcome ({error}) came after the cancel and is not recorded")
+            return
+        self._stats.failed_attempts += 1
         if not recorded:
             # What the store holds stands (a rescue, another claim's outcome): claiming this outcome
             # in the log would contradict it.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import threading
 import time
 from pathlib import Path
@@ -100,6 +101,54 @@ def test_a_running_async_job_has_its_task_cancelled_and_is_not_retried(db: Backe
         assert (row["state"], row["attempt"], row["result"]) == ("cancelled", 1, None)
 
     asyncio.run(main())
+
+
+def test_a_job_cancelled_while_it_holds_the_loop_past_its_timeout_is_reported_cancelled(
+    db: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its timeout's failure reaches the store after the cancel: the attempt is reported cancelled, not
+    refused as if another attempt had settled it."""
+    queue = Queue("q", max_workers=1, timeout=0.5)
+    holding = threading.Event()
+
+    @queue.job("blocks", max_attempts=3)
+    async def blocks(ctx: JobContext) -> None:
+        holding.set()
+        time.sleep(1.5)  # the point: the worker's loop is held past the timeout
+
+    events: list[object] = []
+    worker = make_runtime(db, [queue], on_event=events.append)
+    canceller = make_runtime(db, [queue])
+
+    def cancel_from_elsewhere(job_id: int) -> None:
+        assert holding.wait(10)
+
+        async def cancel() -> None:  # another runtime on its own loop: the worker's is held
+            await canceller.start(queues=[])
+            try:
+                assert await canceller.cancel(job_id) == [job_id]
+            finally:
+                await canceller.stop()
+
+        asyncio.run(cancel())
+
+    async def main() -> int:
+        async with worker:
+            job_id = await worker.enqueue("blocks")
+            thread = threading.Thread(target=cancel_from_elsewhere, args=(job_id,))
+            thread.start()
+            await _until_async(lambda: worker.stats.cancelled_attempts == 1)
+            thread.join(10)
+            return job_id
+
+    with caplog.at_level(logging.INFO, logger="corral.runtime"):
+        job_id = asyncio.run(main())
+    assert db.job_row(job_id)["state"] == "cancelled"
+    assert worker.stats.failed_attempts == 0
+    assert "refused its outcome" not in caplog.text
+    assert f"job {job_id} (blocks) attempt 1 was cancelled: its outcome (TimeoutError" in caplog.text
+    names = [getattr(event, "name", None) for event in events if getattr(event, "job_id", None) == job_id]
+    assert names == ["started", "cancelled"]
 
 
 def test_an_async_job_swallowing_its_cancellation_keeps_its_slot_until_it_stops(db: Backend) -> None:
