@@ -18,6 +18,7 @@ import logging
 import os
 import signal
 import sys
+import sysconfig
 import time
 import traceback
 from collections.abc import Callable, Coroutine, Sequence
@@ -77,10 +78,22 @@ def _import_failure(exc: Exception) -> str:
         # Raised by the compiler, not from a frame of the module: the error itself says where.
         return f"SyntaxError: {exc.msg} (at {exc.filename}:{exc.lineno})"
     frames = traceback.extract_tb(exc.__traceback__)
-    # Frames of the import machinery and of this module are not where the user's module failed.
+    # Frames of the import machinery and of this module are not where the user's module failed; of the others,
+    # the innermost outside the standard library and installed packages is the user's line (os.environ["X"]
+    # raises inside <frozen os>), else the innermost.
     ours = [frame for frame in frames if "importlib" not in frame.filename and frame.filename != __file__]
-    where = f" (at {ours[-1].filename}:{ours[-1].lineno})" if ours else ""
+    users = [frame for frame in ours if not _library_file(frame.filename)]
+    where = next((f" (at {frame.filename}:{frame.lineno})" for frame in reversed(users or ours)), "")
     return f"{type(exc).__name__}: {exc}{where}"
+
+
+def _library_file(filename: str) -> bool:
+    """Whether ``filename`` is the standard library's or an installed package's (not the user's code)."""
+    if filename.startswith("<frozen "):
+        return True
+    paths = sysconfig.get_paths()
+    libraries = {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths}
+    return any(filename.startswith(os.path.join(library, "")) for library in libraries)
 
 
 def _split_queues(values: Sequence[str] | None) -> list[str] | None:

@@ -180,8 +180,11 @@ def test_worker_checks_its_log_level_and_says_why_the_target_cannot_be_imported(
     assert "cannot import no_such_app:runtime: no module named 'no_such_app'" in missing.stderr
     (tmp_path / "broken_app.py").write_text("import os\n\nraise RuntimeError('no DATABASE_URL set')\n")
     (tmp_path / "needs_dep.py").write_text("import not_installed_anywhere\n")
+    # raised inside the standard library (<frozen os>): where is still the user's line
+    (tmp_path / "env_app.py").write_text("import os\n\nDATABASE = os.environ['NOT_SET_ANYWHERE']\n")
     for target, message in [
         ("broken_app:runtime", f"RuntimeError: no DATABASE_URL set (at {tmp_path / 'broken_app.py'}:3)"),
+        ("env_app:runtime", f"KeyError: 'NOT_SET_ANYWHERE' (at {tmp_path / 'env_app.py'}:3)"),
         ("needs_dep:runtime", "ModuleNotFoundError: No module named 'not_installed_anywhere'"),
     ]:
         result = subprocess.run(
