@@ -142,14 +142,19 @@ def dashboard_app(runtime: Runtime, *, read_only: bool, auth_token: str | None) 
     async def retry_one(request: Request, store: Store, form: dict[str, str]) -> str:
         job_id = request.path_params["job_id"]
         retried = await store.retry_failed([job_id])
-        said = f"job #{job_id} retried" if retried else f"job #{job_id} is not failed: left alone"
+        said = f"job #{job_id} retried" if retried else await left_alone(store, job_id, "is not failed")
         return f"/jobs/{job_id}?{urlencode({'said': said})}"
 
     async def cancel_one(request: Request, store: Store, form: dict[str, str]) -> str:
         job_id = request.path_params["job_id"]
         cancelled = await store.cancel([job_id])
-        said = f"job #{job_id} cancelled" if cancelled else f"job #{job_id} has finished: left alone"
+        said = f"job #{job_id} cancelled" if cancelled else await left_alone(store, job_id, "has finished")
         return f"/jobs/{job_id}?{urlencode({'said': said})}"
+
+    async def left_alone(store: Store, job_id: int, because: str) -> str:
+        if await store.job(job_id) is None:
+            return f"no job #{job_id}"
+        return f"job #{job_id} {because}: left alone"
 
     async def retry_failed(request: Request, store: Store, form: dict[str, str]) -> str:
         queue = form.get("queue") or None
