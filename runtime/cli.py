@@ -18,14 +18,12 @@ import logging
 import os
 import signal
 import sys
-import sysconfig
 import time
-import traceback
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from corral.runtime.errors import CorralRuntimeError
-from corral.runtime.includes import check_modules, import_modules
+from corral.runtime.includes import check_modules, describe_import_failure, import_modules
 from corral.runtime.operating import (
     FORMAT_VERSION,
     attempt_json,
@@ -37,7 +35,7 @@ from corral.runtime.operating import (
     parse_since,
 )
 from corral.runtime.runtime import Runtime
-from corral.runtime.stores.protocol import STATES, AttemptRecord, JobFilter, JobRecord, Store
+from corral.runtime.stores.protocol import JOB_IDS, STATES, AttemptRecord, JobFilter, JobRecord, Store
 
 __all__ = ["jobs_main", "load_runtime", "migrate_main", "ui_main", "worker_main"]
 
@@ -55,13 +53,13 @@ def load_runtime(target: str) -> Runtime:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name is None or not (module_name == exc.name or module_name.startswith(exc.name + ".")):
-            raise CorralRuntimeError(f"cannot import {target}: {_import_failure(exc)}") from None
+            raise CorralRuntimeError(f"cannot import {target}: {describe_import_failure(exc)}") from None
         raise CorralRuntimeError(
             f"cannot import {target}: no module named {exc.name!r} in {os.getcwd()} or on sys.path "
             "(run from the project's folder, or set PYTHONPATH)"
         ) from None
     except Exception as exc:
-        raise CorralRuntimeError(f"cannot import {target}: {_import_failure(exc)}") from None
+        raise CorralRuntimeError(f"cannot import {target}: {describe_import_failure(exc)}") from None
     found: object = module
     for part in attribute.split("."):
         found = getattr(found, part, None)
@@ -70,30 +68,6 @@ def load_runtime(target: str) -> Runtime:
     if not isinstance(found, Runtime):
         raise CorralRuntimeError(f"{target} is a {type(found).__name__}, not a corral.runtime.Runtime")
     return found
-
-
-def _import_failure(exc: Exception) -> str:
-    """The error the module raised while it was imported, with where in its code: one line, no traceback."""
-    if isinstance(exc, SyntaxError):
-        # Raised by the compiler, not from a frame of the module: the error itself says where.
-        return f"SyntaxError: {exc.msg} (at {exc.filename}:{exc.lineno})"
-    frames = traceback.extract_tb(exc.__traceback__)
-    # Frames of the import machinery and of this module are not where the user's module failed; of the others,
-    # the innermost outside the standard library and installed packages is the user's line (os.environ["X"]
-    # raises inside <frozen os>), else the innermost.
-    ours = [frame for frame in frames if "importlib" not in frame.filename and frame.filename != __file__]
-    users = [frame for frame in ours if not _library_file(frame.filename)]
-    where = next((f" (at {frame.filename}:{frame.lineno})" for frame in reversed(users or ours)), "")
-    return f"{type(exc).__name__}: {exc}{where}"
-
-
-def _library_file(filename: str) -> bool:
-    """Whether ``filename`` is the standard library's or an installed package's (not the user's code)."""
-    if filename.startswith("<frozen "):
-        return True
-    paths = sysconfig.get_paths()
-    libraries = {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths}
-    return any(filename.startswith(os.path.join(library, "")) for library in libraries)
 
 
 def _split_queues(values: Sequence[str] | None) -> list[str] | None:
@@ -208,6 +182,12 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
+def _job_id(text: str) -> int:
+    if not text.isdigit() or int(text) not in JOB_IDS:
+        raise argparse.ArgumentTypeError(f"must be a job id (a whole number from 1 to 2**63 - 1), got {text!r}")
+    return int(text)
+
+
 def _positive_seconds(text: str) -> float:
     seconds = parse_duration(text)
     if seconds <= 0:
@@ -248,15 +228,15 @@ def _jobs_parser() -> argparse.ArgumentParser:
     )
     listing.add_argument("--limit", type=_positive_int, default=50, help="at most this many (default 50)")
     show = actions.add_parser("show", parents=[common], help="one job: arguments, result, every attempt")
-    show.add_argument("id", type=_positive_int, metavar="ID")
+    show.add_argument("id", type=_job_id, metavar="ID")
     retry = actions.add_parser("retry", parents=[common], help="run failed jobs again, with fresh attempts")
-    retry.add_argument("ids", nargs="*", type=_positive_int, metavar="ID")
+    retry.add_argument("ids", nargs="*", type=_job_id, metavar="ID")
     retry.add_argument("--failed", action="store_true", help="every failed job (of --queue)")
     retry.add_argument("--queue", help="with --failed: only this queue")
     cancel = actions.add_parser(
         "cancel", parents=[common], help="cancel jobs: a waiting one never runs, a running one is stopped"
     )
-    cancel.add_argument("ids", nargs="+", type=_positive_int, metavar="ID")
+    cancel.add_argument("ids", nargs="+", type=_job_id, metavar="ID")
     purge = actions.add_parser("purge", parents=[common], help="delete finished jobs and their attempts")
     purge.add_argument("--done", action="store_true", help="purge done jobs")
     purge.add_argument("--failed", action="store_true", help="purge failed jobs")

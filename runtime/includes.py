@@ -10,12 +10,15 @@ them at ``start()``, before it claims, relays or schedules anything, so a worker
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import sysconfig
+import traceback
 from collections.abc import Sequence
 
 from corral.runtime.errors import ConfigError
 
-__all__ = ["MODULE_PATTERN", "check_modules", "import_modules"]
+__all__ = ["MODULE_PATTERN", "check_modules", "describe_import_failure", "import_modules"]
 
 # Dotted names of importable modules only (no paths, no relative names, no attributes after a colon):
 # a strict pattern makes a typo a ConfigError at construction, not an ImportError at start.
@@ -38,9 +41,34 @@ def import_modules(label: str, modules: Sequence[str]) -> None:
     for name in modules:
         try:
             importlib.import_module(name)
-        except SyntaxError as exc:
-            raise ConfigError(
-                f"{label} module {name!r} cannot be imported: SyntaxError at {exc.filename}:{exc.lineno}: {exc.msg}"
-            ) from exc
         except Exception as exc:
-            raise ConfigError(f"{label} module {name!r} cannot be imported: {type(exc).__name__}: {exc}") from exc
+            raise ConfigError(f"{label} module {name!r} cannot be imported: {describe_import_failure(exc)}") from exc
+
+
+def describe_import_failure(exc: Exception) -> str:
+    """The error a module raised while it was imported, with where in its code: one line, no traceback."""
+    if isinstance(exc, SyntaxError):
+        # Raised by the compiler, not from a frame of the module: the error itself says where.
+        return f"SyntaxError: {exc.msg} (at {exc.filename}:{exc.lineno})"
+    frames = traceback.extract_tb(exc.__traceback__)
+    # Frames of the import machinery and of corral are not where the user's module failed; of the others, the
+    # innermost outside the standard library and installed packages is the user's line (os.environ["X"]
+    # raises inside <frozen os>), else the innermost.
+    corral_dir = os.path.dirname(os.path.dirname(__file__))
+    ours = [
+        frame
+        for frame in frames
+        if "importlib" not in frame.filename and not frame.filename.startswith(os.path.join(corral_dir, ""))
+    ]
+    users = [frame for frame in ours if not _library_file(frame.filename)]
+    where = next((f" (at {frame.filename}:{frame.lineno})" for frame in reversed(users or ours)), "")
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def _library_file(filename: str) -> bool:
+    """Whether ``filename`` is the standard library's or an installed package's (not the user's code)."""
+    if filename.startswith("<frozen "):
+        return True
+    paths = sysconfig.get_paths()
+    libraries = {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths}
+    return any(filename.startswith(os.path.join(library, "")) for library in libraries)

@@ -57,7 +57,7 @@ from corral.runtime.payloads import UnstorableJson, encode_json, is_storable_tex
 from corral.runtime.producer import Producer, Producers
 from corral.runtime.stats import RuntimeStats
 from corral.runtime.stores import open_store
-from corral.runtime.stores.protocol import Enqueued, FailedJob, NewJob, QueueCounts, Store
+from corral.runtime.stores.protocol import JOB_IDS, Enqueued, FailedJob, NewJob, QueueCounts, Store
 from corral.runtime.waiters import JobStatus, Waiters
 
 __all__ = ["Runtime"]
@@ -506,6 +506,7 @@ class Runtime:
         for job_id in job_ids:
             if isinstance(job_id, bool) or not isinstance(job_id, int):
                 raise JobArgumentError(f"cancel takes job ids (integers), got {job_id!r}")
+        job_ids = tuple(job_id for job_id in job_ids if job_id in JOB_IDS)  # no store holds another id
         self._lifecycle.require_running()
         cancelled = await self._bounded(f"cancel of {len(job_ids)} job(s)", self.store.cancel(job_ids))
         self._executor.cancel(set(cancelled))  # this process's attempts stop now, not at the next look

@@ -32,6 +32,7 @@ __all__ = [
     "DONE",
     "FAILED",
     "FINAL_STATES",
+    "JOB_IDS",
     "PRIORITIES",
     "RETRYING",
     "RUNNING",
@@ -81,6 +82,9 @@ FINAL_STATES = (DONE, FAILED, CANCELLED)
 # insert, so a key released in one of them could be taken by a second job and collide on its return.
 UNIQUE_ALWAYS = (WAITING, RUNNING, RETRYING)
 PRIORITIES = range(4)  # 0 (the default) .. 3 (claimed first)
+# Every job id a store can hold: both SQL stores keep them as signed 64-bit integers, and SQLite's driver
+# raises OverflowError on a larger one, so a caller checks an id it was given against this first.
+JOB_IDS = range(1, 2**63)
 
 
 class Enqueued(int):

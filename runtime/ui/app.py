@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, urlencode
 import jinja2
 from corral.runtime.operating import iso_time, parse_duration
 from corral.runtime.runtime import Runtime
-from corral.runtime.stores.protocol import FAILED, FINAL_STATES, RUNNING, JobFilter, Store
+from corral.runtime.stores.protocol import FAILED, FINAL_STATES, JOB_IDS, RUNNING, JobFilter, Store
 from corral.runtime.ui.views import CHART_HEIGHT, CHART_MINUTES, CHART_WIDTH, queue_rows, running_rows, throughput_bars
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -116,7 +116,7 @@ def dashboard_app(runtime: Runtime, *, read_only: bool, auth_token: str | None) 
 
     async def job_page(request: Request) -> Response:
         job_id = request.path_params["job_id"]
-        job = await store.job(job_id)
+        job = await store.job(job_id) if job_id in JOB_IDS else None
         if job is None:
             return PlainTextResponse(f"no job #{job_id} in {runtime.store}\n", status_code=404)
         return page("job.html", job=job, attempts=await store.attempts(job_id), said=request.query_params.get("said"))
@@ -141,18 +141,18 @@ def dashboard_app(runtime: Runtime, *, read_only: bool, auth_token: str | None) 
 
     async def retry_one(request: Request, store: Store, form: dict[str, str]) -> str:
         job_id = request.path_params["job_id"]
-        retried = await store.retry_failed([job_id])
+        retried = await store.retry_failed([job_id]) if job_id in JOB_IDS else []
         said = f"job #{job_id} retried" if retried else await left_alone(store, job_id, "is not failed")
         return f"/jobs/{job_id}?{urlencode({'said': said})}"
 
     async def cancel_one(request: Request, store: Store, form: dict[str, str]) -> str:
         job_id = request.path_params["job_id"]
-        cancelled = await store.cancel([job_id])
+        cancelled = await store.cancel([job_id]) if job_id in JOB_IDS else []
         said = f"job #{job_id} cancelled" if cancelled else await left_alone(store, job_id, "has finished")
         return f"/jobs/{job_id}?{urlencode({'said': said})}"
 
     async def left_alone(store: Store, job_id: int, because: str) -> str:
-        if await store.job(job_id) is None:
+        if job_id not in JOB_IDS or await store.job(job_id) is None:
             return f"no job #{job_id}"
         return f"job #{job_id} {because}: left alone"
 

@@ -53,6 +53,7 @@ def test_a_cancelled_waiting_job_never_runs(db: Backend) -> None:
             assert (await producer.wait(cancelled, timeout=1)).state == "cancelled"
             with pytest.raises(JobArgumentError, match="cancel takes job ids"):
                 await producer.cancel("1")  # type: ignore[arg-type]
+            assert await producer.cancel(2**63, 0) == []  # ids no store holds (SQLite's driver would overflow)
         finally:
             await producer.stop()
         async with worker:

@@ -398,7 +398,8 @@ def test_a_runtime_that_includes_the_job_modules_runs_their_jobs_in_a_worker(db:
         (
             "app.runtime:broken",
             [],
-            "corral worker: include module 'app.broken_jobs' cannot be imported: RuntimeError: no SMTP settings",
+            "corral worker: include module 'app.broken_jobs' cannot be imported: RuntimeError: no SMTP settings "
+            "(at ",  # its file and line: app/broken_jobs.py:3
         ),
     ],
     ids=["missing", "a-path", "raises-at-import"],
@@ -411,6 +412,8 @@ def test_a_job_module_that_cannot_be_imported_stops_the_worker_naming_it(
     assert worker.wait(timeout=30) == 2
     text = log.read_text()
     assert message in text and "Traceback" not in text, text
+    if "broken_jobs" in message:
+        assert f"{worker_app / 'app' / 'broken_jobs.py'}:3)" in text, text
     assert _jobs(db) == {"mail.receipt": ("waiting", 0), "reports.build": ("waiting", 0)}  # nothing claimed
 
 

@@ -117,6 +117,8 @@ def test_jobs_refuses_bad_usage_with_a_message(cli: Cli) -> None:
         (["purge", "--done", "--older-than", "a week"], "expected a duration such as 45s"),
         (["list", "--since", "yesterday"], "expected a duration ago (1h, 2d) or an ISO-8601 time"),
         (["list", "--limit", "0"], "must be a positive whole number"),
+        (["show", str(2**63)], "must be a job id (a whole number from 1 to 2**63 - 1)"),
+        (["cancel", "0"], "must be a job id"),
         (["list", "--state", "lost"], "invalid choice: 'lost'"),
         (["--watch", "0"], "must be more than zero"),
     ]:
