@@ -516,8 +516,6 @@ def ui_main(argv: list[str]) -> int:
     except CorralRuntimeError as exc:
         print(f"corral ui: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C before the server runs (loading the target, opening the store)
-        return 0
     return 0
 
 

@@ -373,6 +373,7 @@ def _seconds(text: str) -> float:
 
 # What a shell reports for a command that SIGPIPE ended (128 + 13): the output was cut short, nothing failed.
 EXIT_BROKEN_PIPE = 141
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -384,6 +385,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        # Ctrl-C before a command installs its own handling (loading a worker's target, a long check): the
+        # shell's code for an interrupted command, and no traceback.
+        return EXIT_INTERRUPTED
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -196,6 +196,28 @@ def test_worker_checks_its_log_level_and_says_why_the_target_cannot_be_imported(
         assert f"corral worker: cannot import {target}: {message}" in result.stderr
 
 
+def test_ctrl_c_while_the_target_is_imported_ends_the_command_without_a_traceback(tmp_path: Path) -> None:
+    marker = tmp_path / "importing"
+    (tmp_path / "slow_app.py").write_text(
+        f"import pathlib, time\n\npathlib.Path({str(marker)!r}).touch()\ntime.sleep(30)\n"
+    )
+    for command in ("worker", "ui"):
+        marker.unlink(missing_ok=True)
+        started = subprocess.Popen([*CLI, command, "slow_app:runtime"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 20
+            while not marker.exists():
+                assert time.monotonic() < deadline and started.poll() is None, "the target was never imported"
+                time.sleep(0.02)
+            started.send_signal(signal.SIGINT)
+            _, err = started.communicate(timeout=10)
+        finally:
+            if started.poll() is None:
+                started.kill()
+                started.communicate()
+        assert (started.returncode, err) == (130, ""), (command, err)
+
+
 def test_a_second_stop_signal_ends_the_grace_at_once(cli: Cli, db: Backend) -> None:
     assert cli.run("migrate", "operateapp:runtime").returncode == 0
     cli.python(ENQUEUE.format(kind="slow.sleep", args="seconds=600"))
