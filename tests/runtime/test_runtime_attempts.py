@@ -248,7 +248,9 @@ def test_a_blocking_call_in_async_code_is_named_and_failed_past_its_timeout(
         status = asyncio.run(main("async.blocks"))
     assert status.state == "failed" and "past its timeout of 0.5s" in (status.error or "")
     held = [record.getMessage() for record in caplog.records if "event loop held for over" in record.getMessage()]
-    assert held and "corral:run:async.blocks:" in held[0] and "time.sleep(1.2)" in held[0]
+    # Another stall may come first on a loaded machine (CI's showed a garbage collection holding the loop for
+    # over 0.5 s while the runtime started, rightly reported): the job's own is among the reports.
+    assert any("corral:run:async.blocks:" in report and "time.sleep(1.2)" in report for report in held), held
 
 
 def test_jobs_rescued_together_are_due_apart(db: Backend) -> None:
