@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+
+def generated_examples(count: int) -> int:
+    """How many programs a Hypothesis test generates: ``count`` on the main Python, a quarter on the others
+    (``ci/test`` sets CORRAL_TEST_GENERATED=0.25 there, to fit its budget), each run drawing new ones."""
+    return max(10, round(count * float(os.environ.get("CORRAL_TEST_GENERATED", "1"))))
 
 
 def run_corral(

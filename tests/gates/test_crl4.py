@@ -9,6 +9,7 @@ from pathlib import Path
 
 import hypothesmith
 import pytest
+from conftest import generated_examples
 from corral.gates.analysis.names import ModuleNames
 from corral.gates.config import Config
 from corral.gates.engine.run import check_source
@@ -270,7 +271,7 @@ PRELUDE = (
 
 
 @pytest.mark.filterwarnings("ignore::SyntaxWarning")
-@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=generated_examples(80), deadline=None, suppress_health_check=list(HealthCheck))
 @given(hypothesmith.from_grammar())
 def test_generated_programs_inside_a_transaction(source: str) -> None:
     data = (PRELUDE + textwrap.indent(source, "        ") + "\n        pass\n").encode("utf-8", "surrogatepass")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import hypothesmith
 import pytest
-from conftest import run_corral
+from conftest import generated_examples, run_corral
 from corral.gates.config import Config
 from corral.gates.engine.run import check_source
 from corral.gates.rules import CODES
@@ -32,14 +32,14 @@ def _assert_well_formed(relpath: str, data: bytes) -> None:
 
 # hypothesmith compiles what it generates; its SyntaxWarnings are about the programs, not corral.
 @pytest.mark.filterwarnings("ignore::SyntaxWarning")
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=generated_examples(150), deadline=None, suppress_health_check=list(HealthCheck))
 @given(hypothesmith.from_grammar())
 def test_generated_programs(source: str) -> None:
     _assert_well_formed("app/generated.py", (PRELUDE + source).encode("utf-8", "surrogatepass"))
 
 
 @pytest.mark.filterwarnings("ignore::SyntaxWarning")
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=generated_examples(40), deadline=None, suppress_health_check=list(HealthCheck))
 @given(hypothesmith.from_node())
 def test_generated_syntax_trees(source: str) -> None:
     _assert_well_formed("app/generated.py", (PRELUDE + source).encode("utf-8", "surrogatepass"))
