@@ -208,10 +208,7 @@ def dashboard(cli: Cli) -> Iterator[str]:
         banner = server.stdout.readline()
         assert f"on http://127.0.0.1:{port}/" in banner, server.communicate(timeout=10)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
+        while time.monotonic() < deadline and not _listening(port):
             time.sleep(0.05)
         yield f"http://127.0.0.1:{port}"
     finally:
