@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import threading
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -371,7 +370,7 @@ class JobContext:
     (``ctx.enqueue``/``ctx.publish`` raise :class:`~corral.runtime.CorralRuntimeError`).
     """
 
-    __slots__ = ("_runtime", "_stop", "attempt", "job_id", "key", "kind", "max_attempts", "queue")
+    __slots__ = ("_runtime", "_stop_requested", "attempt", "job_id", "key", "kind", "max_attempts", "queue")
 
     def __init__(
         self,
@@ -385,7 +384,9 @@ class JobContext:
         key: str | None,
     ) -> None:
         self._runtime = runtime
-        self._stop = threading.Event()
+        # A plain flag, not a threading.Event: the job's thread only reads it (one attribute read is atomic),
+        # nothing waits on it, and an Event (a lock and a condition) cost more than the rest of this __init__.
+        self._stop_requested = False
         self.job_id = job_id
         self.kind = kind
         self.queue = queue
@@ -399,11 +400,11 @@ class JobContext:
     @property
     def stop_requested(self) -> bool:
         """True once the job's timeout expired, its job was cancelled, or the runtime is stopping hard."""
-        return self._stop.is_set()
+        return self._stop_requested
 
     def request_stop(self) -> None:
         """Ask the job to stop (set by the runtime; a sync job polls :attr:`stop_requested`)."""
-        self._stop.set()
+        self._stop_requested = True
 
     def enqueue(
         self,
