@@ -21,7 +21,7 @@ from conftest import Cli
 from corral.runtime import BudgetError, ConfigError, JobContext, Queue, Runtime, StoreUnavailable
 from corral.runtime.producer import CLAIM_COALESCE
 from corral.runtime.stores.postgres import SCHEMA_VERSION, PostgresStore
-from corral.runtime.stores.protocol import JobFilter, NewJob
+from corral.runtime.stores.protocol import Completion, JobFilter, NewJob
 from psycopg_pool import AsyncConnectionPool
 from runtime_helpers import PostgresBackend, make_runtime
 
@@ -247,6 +247,44 @@ def test_a_pooled_connection_is_committed_and_comes_back_clean_after_a_refused_i
     asyncio.run(main())
     texts = [row["args"]["text"] for row in pg.rows("SELECT args FROM corral_jobs ORDER BY id")]
     assert texts == ["first", "second"]  # committed, seen from another connection; nothing of the refused one
+
+
+def test_claims_keep_their_prepared_plans_once_the_table_has_statistics(pg: PostgresBackend) -> None:
+    """With a bound LIMIT, the claims' generic plan guessed a tenth of the table: once ANALYZE had run,
+    PostgreSQL planned every claim anew (as long as running it) rather than take a plan that hash-joined
+    over a full scan. With the LIMIT a literal per claim size, the prepared claims run their generic plan
+    (the claim carrying completions once it carries 6 or more: the generic plan guesses 10 array elements,
+    and a custom plan for fewer looks cheaper)."""
+
+    async def main() -> list[tuple[str, int, int]]:
+        async with AsyncConnectionPool(pg.url, min_size=1, max_size=1, open=False) as pool:
+            store = PostgresStore(pool)
+            await store.open()
+            now = time.time()
+            new = NewJob(queue="q", kind="k", args_json="{}", key=None, run_at=now, max_attempts=1, lease_seconds=30)
+            await store.enqueue([new] * 2_000)
+            async with pool.connection() as conn:
+                await conn.execute("ANALYZE corral_jobs")
+            claimed = []
+            for _ in range(20):  # psycopg prepares a statement after 5 runs; PostgreSQL weighs plans after 5 more
+                claimed = await store.claim("q", 8, "w")
+                claimed = await store.claim(
+                    "q", 8, "w", completions=[Completion(job.id, job.token, None) for job in claimed]
+                )
+            assert len(claimed) == 8
+            async with pool.connection() as conn:
+                cursor = await conn.execute(
+                    "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+                    " WHERE statement LIKE '%SKIP LOCKED%'"
+                )
+                plans = await cursor.fetchall()
+            await store.close()
+            return plans
+
+    plans = asyncio.run(main())
+    assert len(plans) == 2, plans  # the claim alone and the claim carrying completions
+    for statement, generic, custom in plans:
+        assert generic >= 5 and custom <= 5, (generic, custom, statement)
 
 
 # -- LISTEN/NOTIFY and polling ---------------------------------------------------------------------
