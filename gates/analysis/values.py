@@ -6,7 +6,9 @@ Rules that judge limits (CRL2 timeouts; CRL3's connection budget) ask one `Stati
   `Unresolved(reason, where)`. It reads literals, arithmetic, `min`/`max`, `int(...)`/`float(...)`,
   `datetime.timedelta(...)` (in seconds) and `.total_seconds()`, environment reads with a static default
   (`int(os.environ.get("N", "20"))`, `os.getenv`), and names: module-level constants of this module or
-  of another project module (`import settings` + `settings.X`, `from .settings import X`, `src/` layout).
+  of another project module (`import settings` + `settings.X`, `from .settings import X`, `src/` layout),
+  and Django's `settings.X` (`from django.conf import settings`), in the module the project's
+  `os.environ.setdefault("DJANGO_SETTINGS_MODULE", ...)` names.
 - `string(node, scope)` -> `str` or `Unresolved`, by the same rules, for settings that are names.
 - `definition(node, scope)` -> `Located(node, values)` or `Unresolved`: the expression, function or class
   a name stands for, with the evaluator of the module that holds it (a `Queue(...)` imported from
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
 MAX_DEPTH = 40
 ENVIRONMENT_READS = frozenset({"os.environ.get", "os.getenv", "os.environ.setdefault"})
 TIMEDELTA = frozenset({"datetime.timedelta"})
+# Read through the module DJANGO_SETTINGS_MODULE names (`from django.conf import settings`, `settings.X`).
+DJANGO_SETTINGS = "django.conf.settings"
 _TIMEDELTA_SECONDS = {
     "weeks": 604800.0,
     "days": 86400.0,
@@ -330,7 +334,49 @@ class StaticValues:
                     break
                 located = self.member(located, attribute, node)
             return located
+        if dotted.startswith(DJANGO_SETTINGS + "."):
+            return self._django_setting(dotted[len(DJANGO_SETTINGS) + 1 :], node)
         return self.unresolved(node, f"{dotted} is not defined in a module of this project")
+
+    def _django_setting(self, name: str, node: ast.AST) -> Located | Unresolved:
+        """`django.conf.settings.NAME`: NAME in the settings module the project's
+        `os.environ.setdefault("DJANGO_SETTINGS_MODULE", "...")` calls name (manage.py, wsgi.py, the Celery
+        app), when they all name the same one; several, or none, is Unresolved with the places."""
+        named: dict[str, list[str]] = {}
+        for relpath in self.project.files_containing(b"DJANGO_SETTINGS_MODULE"):
+            module = self.project.file(relpath)
+            if module is None:
+                continue
+            values = self.for_module(module)
+            for call in ast.walk(module.tree):
+                if (
+                    isinstance(call, ast.Call)
+                    and len(call.args) == 2
+                    and isinstance(call.args[0], ast.Constant)
+                    and call.args[0].value == "DJANGO_SETTINGS_MODULE"
+                    and values.dotted(call.func) == "os.environ.setdefault"
+                ):
+                    settings = values.string(call.args[1])
+                    if isinstance(settings, str):
+                        named.setdefault(settings, []).append(values.where(call))
+        if not named:
+            return self.unresolved(
+                node,
+                f'django.conf.settings.{name}: no os.environ.setdefault("DJANGO_SETTINGS_MODULE", ...) of this '
+                "project names its settings module",
+            )
+        if len(named) > 1:
+            places = "; ".join(f"{settings} ({', '.join(where)})" for settings, where in sorted(named.items()))
+            return self.unresolved(
+                node, f"django.conf.settings.{name}: DJANGO_SETTINGS_MODULE names more than one module: {places}"
+            )
+        ((settings, _),) = named.items()
+        module = self.project.module(settings)
+        if module is None:
+            return self.unresolved(
+                node, f"django.conf.settings.{name}: the settings module {settings} is not a module of this project"
+            )
+        return self.member(Located(module.tree, self.for_module(module)), name, node)
 
     def class_attribute(
         self, owner: Located, name: str, unset: frozenset[str], depth: int = 0

@@ -111,6 +111,45 @@ def test_values_from_other_project_modules(tmp_path: Path) -> None:
     assert values.project.dependencies["svc/config.py"] == (0, -1, "")  # probed and missing: still a dependency
 
 
+def django_project(root: Path, **settings_modules: str) -> None:
+    """A Django project under `root`: `app/settings.py` and `app/prod.py`, and each file of `settings_modules`
+    (path -> the module its `os.environ.setdefault("DJANGO_SETTINGS_MODULE", ...)` names)."""
+    (root / "app").mkdir()
+    (root / "app" / "__init__.py").write_text("")
+    (root / "app" / "settings.py").write_text("TASK_TIME_LIMIT = 120\n")
+    (root / "app" / "prod.py").write_text("from app.settings import *\nTASK_TIME_LIMIT = 300\n")
+    for filename, module in settings_modules.items():
+        (root / f"{filename}.py").write_text(
+            f"import os\n\ndef main():\n    os.environ.setdefault('DJANGO_SETTINGS_MODULE', {module!r})\n"
+        )
+
+
+DJANGO_TASKS = "from django.conf import settings\n"
+TIME_LIMIT = ast.parse("settings.TASK_TIME_LIMIT", mode="eval").body
+
+
+def test_django_settings_are_read_in_the_module_django_settings_module_names(tmp_path: Path) -> None:
+    django_project(tmp_path, manage="app.settings", wsgi="app.settings")
+    values = evaluator(DJANGO_TASKS, root=tmp_path, relpath="app/tasks.py")
+    assert values.number(TIME_LIMIT) == 120.0
+    assert {"manage.py", "wsgi.py", "app/settings.py"} <= set(values.project.dependencies)
+    missing = values.number(ast.parse("settings.OTHER_LIMIT", mode="eval").body)
+    assert isinstance(missing, Unresolved) and "app/settings.py defines no module-level OTHER_LIMIT" in missing.reason
+
+
+def test_django_settings_named_twice_or_never_are_unresolved_with_the_places(tmp_path: Path) -> None:
+    django_project(tmp_path, manage="app.settings", wsgi="app.prod")
+    found = evaluator(DJANGO_TASKS, root=tmp_path, relpath="app/tasks.py").number(TIME_LIMIT)
+    assert isinstance(found, Unresolved)
+    assert "DJANGO_SETTINGS_MODULE names more than one module: app.prod (wsgi.py:4); app.settings (manage.py:4)" in (
+        found.reason
+    )
+    (tmp_path / "manage.py").unlink()
+    (tmp_path / "wsgi.py").unlink()
+    found = evaluator(DJANGO_TASKS, root=tmp_path, relpath="app/tasks.py").number(TIME_LIMIT)
+    assert isinstance(found, Unresolved) and "names its settings module" in found.reason
+
+
 def test_definition_follows_imports_to_the_declaring_module(tmp_path: Path) -> None:
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "queues.py").write_text(
