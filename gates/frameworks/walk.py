@@ -90,6 +90,7 @@ class Wrapper(NamedTuple):
     configured: ast.Call | None = None
     chain: tuple[str, ...] = ()
     unreadable: str | None = None
+    made: Made | None = None  # the object whose method the framework decorator is (`app` of `app.task`)
 
 
 class Made(NamedTuple):
@@ -280,6 +281,14 @@ class Finder:
         """The framework decorator `node` (evaluated by `values`) stands for, None when it is none."""
         if depth > _FOLLOW_AT_MOST or not isinstance(node, ast.expr):
             return None
+        if depth > 0 and isinstance(node, ast.Attribute):
+            # Inside a chain (`partial(app.task, ...)`), a method of an object a framework made; the decorator
+            # itself (`@app.task`) is read by `_decorator`.
+            made = self.made(node.value, scope, values)
+            if made is not None:
+                for framework in self.dispatch.frameworks:
+                    if framework.owns_method(made.maker, node.attr):
+                        return Wrapper(framework, made=made)
         dotted = values.dotted(node, scope)
         if dotted is not None:
             # Out of the checked file only through a name that says job, task... (the prefilter's promise).
@@ -345,6 +354,8 @@ class Finder:
                         return inner._replace(chain=steps, unreadable=unreadable)
                     return inner._replace(chain=steps)
             return None
+        if isinstance(node, ast.FunctionDef):
+            return self._factory(node, values, depth)
         if isinstance(node, (ast.Name, ast.Attribute)):
             # `job = rq_job`: a re-export by assignment, a step of the chain as one by import is.
             inner = self._wrapper(node, None, values, depth + 1)
@@ -352,6 +363,41 @@ class Finder:
                 return None
             return inner._replace(chain=(*inner.chain, f"{ast.unparse(node)} assigned at {values.where(node)}"))
         return None
+
+    def _factory(self, function: ast.FunctionDef, values: StaticValues, depth: int) -> Wrapper | None:
+        """A decorator factory that hands every keyword it is given to a framework decorator it returns
+        (`def task(**options): return app.task(**options)`, maybe with presets of its own:
+        `app.task(queue="mail", **options)`): a wrapper presetting those. Any other function is None."""
+        arguments = function.args
+        options = arguments.kwarg
+        if (
+            options is None
+            or arguments.posonlyargs
+            or arguments.args
+            or arguments.vararg
+            or arguments.kwonlyargs
+            or function.decorator_list
+            or not function.body
+        ):
+            return None
+        body = function.body[1:] if _is_docstring(function.body[0]) else function.body
+        if len(body) != 1 or not isinstance(body[0], ast.Return) or not isinstance(body[0].value, ast.Call):
+            return None
+        returned = body[0].value
+        forwarded = [item for item in returned.keywords if item.arg is None]
+        if (
+            returned.args
+            or len(forwarded) != 1
+            or not (isinstance(forwarded[0].value, ast.Name) and forwarded[0].value.id == options.arg)
+        ):
+            return None
+        inner = self._wrapper(returned.func, None, values, depth + 1)
+        if inner is None or inner.configured is not None:
+            return None
+        keywords = {item.arg: item for item in inner.keywords}
+        keywords.update((item.arg, _folded_keyword(item, values)) for item in returned.keywords if item.arg)
+        step = f"{function.name}() returning {ast.unparse(returned.func)}(...) at {values.where(function)}"
+        return inner._replace(keywords=tuple(keywords.values()), chain=(*inner.chain, step))
 
     def _wrapped(
         self, wrapper: Wrapper, decorator: ast.expr, call: ast.Call | None, function: Function, scope: Scope
@@ -376,7 +422,9 @@ class Finder:
                 ast.Call(func=decorator, args=args, keywords=[*keywords.values(), *given]), decorator
             )
         found = len(self.kinds)
-        framework.decorated(self, Decoration(decorator, merged, function, scope, None))
+        made = wrapper.made
+        owner, factories = (made.owner, made.factories) if made is not None else (None, ())
+        framework.decorated(self, Decoration(decorator, merged, function, scope, owner, factories))
         for index in range(found, len(self.kinds)):
             kind = self.kinds[index]
             if kind.problem is not None:
@@ -700,3 +748,11 @@ def _folded(node: ast.expr, values: StaticValues) -> ast.expr:
 
 def _folded_keyword(item: ast.keyword, values: StaticValues) -> ast.keyword:
     return ast.keyword(arg=item.arg, value=_folded(item.value, values)) if item.arg is not None else item
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )

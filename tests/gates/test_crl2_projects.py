@@ -205,6 +205,25 @@ def test_celery_apps_built_by_an_imported_factory_are_traced_through_it(copy) ->
     assert "the Celery app at proj/factory.py:5 sets task_time_limit=None" in completed.stdout
 
 
+def test_celery_tasks_declared_through_a_partial_a_factory_or_a_configured_app_task(copy) -> None:
+    root = copy("celery_wrappers")
+    completed = run_corral("check", cwd=root)
+    assert finding_lines(completed.stdout) == ["proj/tasks.py:4:2: CRL202"]
+    assert "(through task() returning app.task(...) at proj/tasking.py:8)" in completed.stdout
+    report = json.loads(run_corral("jobs", "--static", "--format", "json", cwd=root).stdout)["jobs"]
+    assert [(kind["kind"], kind["queue"], kind["timeout"]) for kind in report] == [
+        ("send_welcome", "emails", None),
+        ("build_report", "reports", 30.0),
+        ("send_digest", "mail", 20.0),
+        ("send_receipt", "mail", 20.0),
+        ("refresh", None, 10.0),
+    ]
+    # The app the wrappers' app.task belongs to is read too: its limit covers the factory's tasks.
+    app = root / "proj" / "celery_app.py"
+    app.write_text(app.read_text() + "app.conf.task_time_limit = 60\n")
+    assert run_corral("check", cwd=root).returncode == 0
+
+
 def test_django_rq_queues_take_their_default_timeout_from_rq_queues(copy) -> None:
     root = copy("django_rq")
     completed = run_corral("check", cwd=root)
