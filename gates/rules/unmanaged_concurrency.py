@@ -69,10 +69,33 @@ LEAF_NAMES = frozenset(name.decode() for name in _REEXPORTED)
 _SPAWNER_WORD = re.compile(rb"(?<![\w\x80-\xff])(?:" + rb"|".join(_REEXPORTED) + rb")(?![\w\x80-\xff])")
 
 
+# A spawner's own name as an attribute (`compat.Thread`), and the spawner modules a dotted name ends in
+# when it is the plain API (`threading.Thread`, `concurrent.futures.ThreadPoolExecutor`), not a re-export.
+_SPAWNER_ATTRIBUTE = re.compile(rb"\.(?:" + rb"|".join(_REEXPORTED) + rb")(?![\w\x80-\xff])")
+_OWNER = re.compile(rb"([A-Za-z_][\w]*)$")
+_SPAWNER_MODULE_NAMES = frozenset(
+    {b"threading", b"_thread", b"multiprocessing", b"pool", b"futures", b"asyncio", b"loop", b"subprocess"}
+    | {b"os", b"pty", b"socketserver", b"server"}
+)
+
+
 def may_use_reexports(source: Source) -> bool:
-    """Whether the file's imports name a spawner (`from app.infra.compat import Thread`): the only files
-    where the rule follows a re-export, so the prefilter admits them and skipping any other hides nothing."""
-    return source.imports_any(*_REEXPORTED) and _SPAWNER_WORD.search(source.imports) is not None
+    """Whether the file's imports name a spawner (`from app.infra.compat import Thread`), or a spawner's name
+    follows a name other than a spawner module's (`compat.Thread(...)` after `from app.infra import
+    compat`): the only files where the rule follows a re-export, so the prefilter admits them and skipping
+    any other hides nothing."""
+    return source.holds(_names_a_reexport)
+
+
+def _names_a_reexport(source: Source) -> bool:
+    if source.imports_any(*_REEXPORTED) and _SPAWNER_WORD.search(source.imports) is not None:
+        return True
+    data = source.data
+    for match in _SPAWNER_ATTRIBUTE.finditer(data):
+        owner = _OWNER.search(data, max(0, match.start() - 64), match.start())
+        if owner is not None and owner.group(1) not in _SPAWNER_MODULE_NAMES:
+            return True
+    return False
 
 
 # Stands for an expression that starts nothing in `UnmanagedConcurrency.waited`.

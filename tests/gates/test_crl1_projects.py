@@ -50,6 +50,33 @@ def test_reexported_spawners_are_reported_at_each_use_with_their_origin(tmp_path
     assert "CRL103" in completed.stdout and "CRL104" in completed.stdout
 
 
+def test_a_spawner_reached_as_an_attribute_of_an_imported_project_module_is_a_reexport(project) -> None:
+    # `from app.infra import compat` names no spawner: the file is read for `compat.ThreadPoolExecutor`.
+    root = project(
+        {
+            "pyproject.toml": "[tool.corral]\n",
+            "app/__init__.py": "",
+            "app/infra/__init__.py": "",
+            "app/infra/compat.py": "from concurrent.futures import ThreadPoolExecutor\nfrom threading import Thread\n",
+            "app/crunch.py": """
+                from app.infra import compat
+                def crunch(items):
+                    with compat.ThreadPoolExecutor(4) as pool:
+                        return list(pool.map(len, items))
+                def later():
+                    compat.Thread(target=print).start()
+                """,
+        }
+    )
+    completed = run_corral("check", cwd=root)
+    found = [line.split(" outside infra")[0] for line in completed.stdout.splitlines()[:-1]]
+    assert found == [
+        "app/crunch.py:3:10: CRL103 compat.ThreadPoolExecutor "
+        "(concurrent.futures.ThreadPoolExecutor re-exported by app/infra/compat.py:1)",
+        "app/crunch.py:6:5: CRL101 compat.Thread (threading.Thread re-exported by app/infra/compat.py:2)",
+    ]
+
+
 def test_a_spawner_rebound_to_the_projects_own_class_is_not_a_reexport(project) -> None:
     # At module level the last unconditional `class`/`def`/import of a name is what importers get; a rebinding
     # under `if`/`try` keeps every candidate.
