@@ -78,9 +78,10 @@ class _JobRaisedBaseException(Exception):
         self.inner = inner
 
 
-async def _contain(coro: Any, ended: list[float]) -> Any:
-    """Await the job's coroutine; note when it ended (measured inside its task, so a loop held by
-    another job afterwards does not count against it)."""
+async def _contain(coro: Any, ran: list[float]) -> Any:
+    """Await the job's coroutine; note when it began and ended (measured inside its task, so a loop held by
+    another job before it began or after it ended does not count against it)."""
+    ran.append(time.monotonic())
     try:
         return await coro
     except (Exception, asyncio.CancelledError, GeneratorExit):  # GeneratorExit: closed unfinished at exit
@@ -88,7 +89,16 @@ async def _contain(coro: Any, ended: list[float]) -> Any:
     except BaseException as exc:
         raise _JobRaisedBaseException(exc) from exc
     finally:
-        ended.append(time.monotonic())
+        ran.append(time.monotonic())
+
+
+def _timed(code: Callable[[], Any], ran: list[float]) -> Any:
+    """Run a sync job's ``code`` (in its thread); note when it began and ended, as ``_contain`` does."""
+    ran.append(time.monotonic())
+    try:
+        return code()
+    finally:
+        ran.append(time.monotonic())
 
 
 def _describe_error(exc: BaseException) -> tuple[str, str]:
@@ -150,6 +160,9 @@ class JobExecutor:
         self._waiters = waiters
         self._wake_later = wake_later
         self._in_flight: dict[tuple[int, int], _Attempt] = {}
+        # Every attempt from its claim until its task ends, with the leases it holds: a task claimed while
+        # job code holds the loop has not started yet, and its leases must outlive the stall too.
+        self._claimed: dict[tuple[int, int], HeldLease] = {}
         self._began: dict[tuple[int, int], float] = {}  # attempt -> when its code started (monotonic)
         self._jobs_in_flight: set[int] = set()  # jobs with an attempt here, from its claim to the end of its code
         self._stuck: set[tuple[int, int]] = set()
@@ -188,26 +201,27 @@ class JobExecutor:
         return told
 
     async def renew_in_flight(self) -> None:
-        """Extend the leases of every attempt this process runs now (the rescuer calls it before each
-        pass, so it never rescues a job this process still runs, even after the loop was held)."""
-        for attempt in list(self._in_flight.values()):
-            await self._renew(attempt)
+        """Extend the leases of every attempt this process has claimed and not ended (the rescuer calls it
+        before each pass, so it never rescues a job this process still runs or is about to run, even
+        after the loop was held)."""
+        for lease in list(self._claimed.values()):
+            try:
+                await self._store.renew(lease.job_id, lease.token, seconds=lease.seconds, key=lease.key)
+            except Exception:
+                log.warning("job %s: renewing its lease failed; retrying at the next renewal", lease.job_id)
 
     def renew_while_loop_held(self) -> None:
         """Extend the leases of every attempt this process runs, from the loop watchdog's thread while
         job code holds the event loop (no renewal on the loop can run then): at most every third of
         the shortest lease, so a blocking async job past its timeout is never rescued by another
         process (which would run a second attempt beside it, past its key's ``per_key``)."""
-        attempts = list(self._in_flight.values())  # one C-level copy: safe from the watchdog thread
-        if not attempts:
+        leases = list(self._claimed.values())  # one C-level copy: safe from the watchdog thread
+        if not leases:
             return
         now = time.monotonic()
-        if now - self._renewed_while_held < min(attempt.kind.lease_seconds for attempt in attempts) / 3:
+        if now - self._renewed_while_held < min(lease.seconds for lease in leases) / 3:
             return
         self._renewed_while_held = now
-        leases = [
-            HeldLease(job_id=a.job.id, token=a.job.token, seconds=a.kind.lease_seconds, key=a.key) for a in attempts
-        ]
         try:
             self._store.renew_blocking(leases)
         except Exception as exc:
@@ -221,6 +235,21 @@ class JobExecutor:
             log.warning(
                 "job %s attempt %d: renewing its lease failed; retrying at the next renewal", job.id, job.attempt
             )
+
+    def start(self, queue: Queue, job: ClaimedJob) -> asyncio.Task[None]:
+        """The task running ``job`` (just claimed from ``queue``): its leases are renewed from now on, also
+        while job code holds the loop before the task has begun, until the task ends."""
+        attempt = (job.id, job.token)
+        kind = self._kinds.get(job.kind)
+        if kind is not None:  # an unknown kind goes back at once
+            key = (queue.name, job.key) if queue.per_key is not None and job.key is not None else None
+            self._claimed[attempt] = HeldLease(job_id=job.id, token=job.token, seconds=kind.lease_seconds, key=key)
+        task = spawn(self.execute(queue, job), name=f"corral:job:{job.kind}:{job.id}")
+        task.add_done_callback(functools.partial(self._unclaimed, attempt))
+        return task
+
+    def _unclaimed(self, attempt: tuple[int, int], _task: asyncio.Task[None]) -> None:
+        self._claimed.pop(attempt, None)
 
     async def execute(self, queue: Queue, job: ClaimedJob) -> None:
         """Run ``job`` (claimed from ``queue``) and settle it; never raises but for the hard stop."""
@@ -342,20 +371,21 @@ class JobExecutor:
             key=job.key,
         )
         started = time.monotonic()
-        ended: list[float] = []
+        ran: list[float] = []  # when the job's code began and ended
         work: asyncio.Future[Any]
         try:
             args = json.loads(job.args_json)
             if kind.is_async:
-                work = spawn(_contain(kind.fn(ctx, **args), ended), name=f"corral:run:{job.kind}:{job.id}")
+                work = spawn(_contain(kind.fn(ctx, **args), ran), name=f"corral:run:{job.kind}:{job.id}")
             else:
-                work = run_in_thread(functools.partial(kind.fn, ctx, **args), name=f"corral-job-{job.kind}-{job.id}")
+                code = functools.partial(_timed, functools.partial(kind.fn, ctx, **args), ran)
+                work = run_in_thread(code, name=f"corral-job-{job.kind}-{job.id}")
         except BaseException as exc:
             await self._settle_exception(job, exc)
             return
         self._in_flight[job.id, job.token] = attempt
         try:
-            await self._outcome(attempt, ctx, work, started, ended)
+            await self._outcome(attempt, ctx, work, started, ran)
         except asyncio.CancelledError:
             # the hard stop: the attempt's code is asked to stop too; whatever ignores that is left
             # behind with the process (stop() names it)
@@ -433,23 +463,26 @@ class JobExecutor:
             self._succeeded(job, reply.get("result"))
 
     async def _outcome(
-        self, attempt: _Attempt, ctx: JobContext, work: asyncio.Future[Any], started: float, ended: list[float]
+        self, attempt: _Attempt, ctx: JobContext, work: asyncio.Future[Any], started: float, ran: list[float]
     ) -> None:
-        """``ended``: when an async job's coroutine ended (sync jobs: their thread ends on its own)."""
+        """``ran``: when the job's code (its coroutine, or its thread for a sync job) began and ended."""
         job, kind = attempt.job, attempt.kind
         if kind.is_async:
             # A job that awaits nothing ends in its task's first step, which the loop runs before this
             # task resumes: its wait then builds no future, timer or callbacks (this runs for every job).
             await asyncio.sleep(0)
-        if not await self._hold(attempt, work, until=started + kind.timeout, or_cancel=True):
+        # The timeout counts from when the code began (a job claimed while another held the loop began late).
+        deadline = (ran[0] if ran else started) + kind.timeout
+        if not await self._hold(attempt, work, until=deadline, or_cancel=True):
             if attempt.cancel_requested:
-                await self._stop_cancelled(attempt, ctx, work, deadline=started + kind.timeout)
+                await self._stop_cancelled(attempt, ctx, work, deadline=deadline)
             else:
                 await self._overran(attempt, ctx, work)
             return
-        elapsed = (ended[0] if ended else started) - started
+        elapsed = ran[1] - ran[0] if len(ran) == 2 else 0.0
         if elapsed > kind.timeout:
-            # it returned, but only after its timeout: it held the event loop (a blocking call)
+            # it returned, but only after its timeout, and nothing stopped it in time: it held the event loop
+            # (a blocking call), or another job held it while this one's thread ran on
             await self._settle_failure(
                 job, f"TimeoutError: job ran {elapsed:.1f}s, past its timeout of {kind.timeout:g}s", None
             )

@@ -23,7 +23,7 @@ from corral.runtime.completer import Completer
 from corral.runtime.config import RuntimeConfig
 from corral.runtime.declarations import Queue
 from corral.runtime.executor import JobExecutor
-from corral.runtime.infra import spawn, wait_event
+from corral.runtime.infra import wait_event
 from corral.runtime.lifecycle import Lifecycle
 from corral.runtime.stores.protocol import ClaimedJob, Store
 
@@ -118,7 +118,7 @@ class Producer:
                     self._backlog = True
                     log.exception("queue %s: claim failed; retrying after the poll interval", queue.name)
                 for job in claimed:
-                    task = spawn(self._executor.execute(queue, job), name=f"corral:job:{job.kind}:{job.id}")
+                    task = self._executor.start(queue, job)
                     self._running[job.id, job.token] = task
                     task.add_done_callback(functools.partial(self._attempt_done, (job.id, job.token)))
                 if queue.per_key is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from corral.runtime import JobContext, Queue, Runtime
+from corral.runtime import JobContext, JobRequest, Queue, Runtime
 from corral.runtime.executor import retry_delay
 from corral.runtime.stores.sqlite import SqliteStore
 from runtime_helpers import Backend, make_runtime
@@ -476,3 +476,56 @@ def test_wait_on_a_job_done_after_a_failure_reports_its_result_and_no_error(db: 
             assert (status.state, status.result, status.error) == ("done", "second time", None)
 
     asyncio.run(main())
+
+
+def _lease_left(db: Backend, job_id: int) -> float:
+    """Seconds until the lease of job ``job_id`` ends (negative: it has lapsed), read as the store holds it."""
+    if db.kind == "sqlite":
+        return float(db.scalar(f"SELECT lease_until FROM corral_jobs WHERE id = {job_id}")) - time.time()
+    return float(db.scalar(f"SELECT extract(epoch FROM lease_until - now()) FROM corral_jobs WHERE id = {job_id}"))
+
+
+def test_jobs_claimed_while_another_job_holds_the_loop_keep_their_leases(db: Backend) -> None:
+    # One claim takes both jobs; the first blocks the loop for 3 s, past the 2 s lease (timeout 1 + 1) of the
+    # second, whose task has not begun. The loop watchdog renews the leases of every attempt claimed here, so
+    # at the end of the stall the second's lease still runs (another process would otherwise rescue it and run
+    # it beside this one), and the sync job's thread, which ran past its own timeout meanwhile, is failed.
+    queue = Queue("q", max_workers=3, timeout=1, poll=0.05)
+    left: list[float] = []
+
+    @queue.job("hold", max_attempts=1)
+    async def hold(ctx: JobContext, waiting: int) -> None:
+        time.sleep(3)  # the misbehaviour under test: a blocking call in async code
+        left.append(_lease_left(db, waiting))
+
+    @queue.job("after")
+    async def after(ctx: JobContext) -> int:
+        return ctx.attempt
+
+    @queue.job("sync.slow", isolation="in-process", max_attempts=1)
+    def slow(ctx: JobContext) -> str:
+        time.sleep(1.5)  # past its 1 s timeout, while the loop is held: no timer can stop it
+        return "done"
+
+    runtime = make_runtime(db, [queue])
+
+    async def main() -> None:
+        async with runtime:
+            # One batch, due together in 0.3 s: one claim takes all three, in priority order.
+            (waiting,) = await runtime.enqueue_many([JobRequest("after", delay=0.3, priority=0)])
+            thread, held = await runtime.enqueue_many(
+                [
+                    JobRequest("sync.slow", delay=0.3 - 0.001, priority=3),
+                    JobRequest("hold", waiting=int(waiting), delay=0.3 - 0.001, priority=2),
+                ]
+            )
+            states = [await runtime.wait(job, timeout=15) for job in (waiting, thread, held)]
+            assert [(state.state, state.result) for state in states] == [
+                ("done", 1),
+                ("failed", None),
+                ("failed", None),
+            ]
+            assert db.job_row(thread)["last_error"] == "TimeoutError: job ran 1.5s, past its timeout of 1s"
+
+    asyncio.run(main())
+    assert len(left) == 1 and left[0] > 0, left  # the waiting job's lease outlived the 3 s stall
