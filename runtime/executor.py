@@ -26,7 +26,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -236,17 +236,43 @@ class JobExecutor:
                 "job %s attempt %d: renewing its lease failed; retrying at the next renewal", job.id, job.attempt
             )
 
-    def start(self, queue: Queue, job: ClaimedJob) -> asyncio.Task[None]:
-        """The task running ``job`` (just claimed from ``queue``): its leases are renewed from now on, also
-        while job code holds the loop before the task has begun, until the task ends."""
+    def start(self, queue: Queue, job: ClaimedJob, *, claimed_at: float) -> asyncio.Task[None]:
+        """The task running ``job``, claimed from ``queue`` by a claim sent at ``claimed_at`` (monotonic): its
+        leases are renewed from now on, also while job code holds the loop before the task has begun, until
+        the task ends. A claim whose answer came only after a third of the lease (job code held the loop
+        while it was on its way) is put back instead: its leases may have lapsed meanwhile, and another
+        process may hold the job or its key's slot now."""
         attempt = (job.id, job.token)
         kind = self._kinds.get(job.kind)
-        if kind is not None:  # an unknown kind goes back at once
-            key = (queue.name, job.key) if queue.per_key is not None and job.key is not None else None
-            self._claimed[attempt] = HeldLease(job_id=job.id, token=job.token, seconds=kind.lease_seconds, key=key)
-        task = spawn(self.execute(queue, job), name=f"corral:job:{job.kind}:{job.id}")
+        key = (queue.name, job.key) if queue.per_key is not None and job.key is not None else None
+        work: Coroutine[Any, Any, None]
+        if kind is not None and time.monotonic() - claimed_at > kind.lease_seconds / 3:
+            work = self._put_back_late(job, key, time.monotonic() - claimed_at)
+        else:
+            if kind is not None:  # an unknown kind goes back at once
+                lease = HeldLease(job_id=job.id, token=job.token, seconds=kind.lease_seconds, key=key)
+                self._claimed[attempt] = lease
+            work = self.execute(queue, job)
+        task = spawn(work, name=f"corral:job:{job.kind}:{job.id}")
         task.add_done_callback(functools.partial(self._unclaimed, attempt))
         return task
+
+    async def _put_back_late(self, job: ClaimedJob, key: tuple[str, str] | None, late: float) -> None:
+        log.warning(
+            "job %s (%s): its claim reached this process %.1fs after it was sent (job code held the event loop); "
+            "put back to waiting unrun, as its lease may have lapsed meanwhile",
+            job.id,
+            job.kind,
+            late,
+        )
+        try:
+            await self._store.release(job.id, job.token)  # refused (nothing changes) if another process has it
+            if key is not None:
+                await self._store.release_key_lease(key[0], key[1], holder=attempt_holder(job.id, job.token))
+        except Exception:
+            log.exception("job %s: putting it back failed; its lease will expire and it will be rescued", job.id)
+            return
+        self._stats.released += 1
 
     def _unclaimed(self, attempt: tuple[int, int], _task: asyncio.Task[None]) -> None:
         self._claimed.pop(attempt, None)

@@ -118,7 +118,7 @@ class Producer:
                     self._backlog = True
                     log.exception("queue %s: claim failed; retrying after the poll interval", queue.name)
                 for job in claimed:
-                    task = self._executor.start(queue, job)
+                    task = self._executor.start(queue, job, claimed_at=self._last_claim)
                     self._running[job.id, job.token] = task
                     task.add_done_callback(functools.partial(self._attempt_done, (job.id, job.token)))
                 if queue.per_key is not None:

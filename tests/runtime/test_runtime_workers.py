@@ -529,3 +529,40 @@ def test_jobs_claimed_while_another_job_holds_the_loop_keep_their_leases(db: Bac
 
     asyncio.run(main())
     assert len(left) == 1 and left[0] > 0, left  # the waiting job's lease outlived the 3 s stall
+
+
+def test_a_claim_answered_only_after_the_loop_was_held_is_put_back_unrun(db: Backend) -> None:
+    # The claim's answer waits while job code holds the loop (here: the claim itself, once), for half the
+    # job's 2 s lease: its leases may have lapsed meanwhile and another process may hold the job or its key
+    # now, so it is put back unrun (attempt refunded) and claimed afresh.
+    queue = Queue("q", max_workers=2, timeout=1, poll=0.05)
+    runs: list[int] = []
+
+    @queue.job("once")
+    async def once(ctx: JobContext) -> int:
+        runs.append(ctx.attempt)
+        return ctx.attempt
+
+    runtime = make_runtime(db, [queue])
+
+    async def main() -> int:
+        async with runtime:
+            real = runtime.store.claim
+            held: list[bool] = []
+
+            async def claim_then_hold(*args: Any, **kwargs: Any) -> Any:
+                claimed = await real(*args, **kwargs)
+                if claimed and not held:
+                    held.append(True)
+                    time.sleep(1.0)  # the misbehaviour: code holding the loop while the answer waits
+                return claimed
+
+            runtime.store.claim = claim_then_hold  # type: ignore[method-assign]
+            job = await runtime.enqueue("once")
+            state = await runtime.wait(job, timeout=10)
+            assert (state.state, state.result) == ("done", 1)
+            return int(job)
+
+    job = asyncio.run(main())
+    assert runs == [1]
+    assert db.job_row(job)["claims"] == 2  # claimed, put back unrun, claimed again
