@@ -124,6 +124,12 @@ class _Attempt:
     cancel_requested: bool = False
     waiting: asyncio.Future[None] | None = None
 
+    @property
+    def lease(self) -> HeldLease:
+        """The job lease and key slot this attempt holds while its code runs."""
+        job = self.job
+        return HeldLease(job_id=job.id, token=job.token, seconds=self.kind.lease_seconds, key=self.key)
+
 
 class JobExecutor:
     """Runs claimed jobs of this runtime's kinds; one :meth:`execute` call per claimed attempt.
@@ -205,10 +211,7 @@ class JobExecutor:
         before each pass, so it never rescues a job this process still runs or is about to run, even
         after the loop was held)."""
         for lease in list(self._claimed.values()):
-            try:
-                await self._store.renew(lease.job_id, lease.token, seconds=lease.seconds, key=lease.key)
-            except Exception:
-                log.warning("job %s: renewing its lease failed; retrying at the next renewal", lease.job_id)
+            await self._renew(lease)
 
     def renew_while_loop_held(self) -> None:
         """Extend the leases of every attempt this process runs, from the loop watchdog's thread while
@@ -227,14 +230,11 @@ class JobExecutor:
         except Exception as exc:
             log.warning("renewing %d lease(s) while the event loop is held failed: %s", len(leases), exc)
 
-    async def _renew(self, attempt: _Attempt) -> None:
-        job = attempt.job
+    async def _renew(self, lease: HeldLease) -> None:
         try:
-            await self._store.renew(job.id, job.token, seconds=attempt.kind.lease_seconds, key=attempt.key)
+            await self._store.renew(lease.job_id, lease.token, seconds=lease.seconds, key=lease.key)
         except Exception:
-            log.warning(
-                "job %s attempt %d: renewing its lease failed; retrying at the next renewal", job.id, job.attempt
-            )
+            log.warning("job %s: renewing its lease failed; retrying at the next renewal", lease.job_id)
 
     def start(self, queue: Queue, job: ClaimedJob, *, claimed_at: float) -> asyncio.Task[None]:
         """The task running ``job``, claimed from ``queue`` by a claim sent at ``claimed_at`` (monotonic): its
@@ -246,8 +246,9 @@ class JobExecutor:
         kind = self._kinds.get(job.kind)
         key = (queue.name, job.key) if queue.per_key is not None and job.key is not None else None
         work: Coroutine[Any, Any, None]
-        if kind is not None and time.monotonic() - claimed_at > kind.lease_seconds / 3:
-            work = self._put_back_late(job, key, time.monotonic() - claimed_at)
+        late = time.monotonic() - claimed_at
+        if kind is not None and late > kind.lease_seconds / 3:
+            work = self._put_back_late(job, key, late)
         else:
             if kind is not None:  # an unknown kind goes back at once
                 lease = HeldLease(job_id=job.id, token=job.token, seconds=kind.lease_seconds, key=key)
@@ -681,7 +682,7 @@ class JobExecutor:
                 return True
             if or_cancel and attempt.cancel_requested:
                 return False
-            await self._renew(attempt)
+            await self._renew(attempt.lease)
 
     def _log_failure(self, job: ClaimedJob, error: str, trace: str | None, *, final: bool) -> None:
         """A failed attempt: at WARNING when the job will retry, at ERROR with its traceback when it is final."""

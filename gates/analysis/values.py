@@ -349,13 +349,7 @@ class StaticValues:
                 continue
             values = self.for_module(module)
             for call in ast.walk(module.tree):
-                if (
-                    isinstance(call, ast.Call)
-                    and len(call.args) == 2
-                    and isinstance(call.args[0], ast.Constant)
-                    and call.args[0].value == "DJANGO_SETTINGS_MODULE"
-                    and values.dotted(call.func) == "os.environ.setdefault"
-                ):
+                if isinstance(call, ast.Call) and len(call.args) == 2 and sets_django_settings_module(call, values):
                     settings = values.string(call.args[1])
                     if isinstance(settings, str):
                         named.setdefault(settings, []).append(values.where(call))
@@ -405,6 +399,16 @@ class StaticValues:
 
 
 _BY_CONTEXT: weakref.WeakKeyDictionary[FileContext, StaticValues] = weakref.WeakKeyDictionary()
+
+
+def sets_django_settings_module(call: ast.Call, values: StaticValues) -> bool:
+    """Whether `call` is `os.environ.setdefault("DJANGO_SETTINGS_MODULE", ...)`, which names the settings module."""
+    return (
+        bool(call.args)
+        and isinstance(call.args[0], ast.Constant)
+        and call.args[0].value == "DJANGO_SETTINGS_MODULE"
+        and values.dotted(call.func) == "os.environ.setdefault"
+    )
 
 
 def _environment_default(node: ast.Call) -> ast.expr | None:

@@ -13,7 +13,13 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from corral.gates.analysis.names import Scope
-from corral.gates.analysis.values import Located, StaticValues, Unresolved, assigned_in_body
+from corral.gates.analysis.values import (
+    Located,
+    StaticValues,
+    Unresolved,
+    assigned_in_body,
+    sets_django_settings_module,
+)
 from corral.gates.frameworks.base import (
     CALLED,
     DECORATOR,
@@ -680,12 +686,7 @@ def _django_settings(values: StaticValues, node: ast.AST) -> Located | Unresolve
     for statement in _top_level(values.module.tree.body):
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
             call = statement.value
-            if (
-                values.dotted(call.func) == "os.environ.setdefault"
-                and len(call.args) == 2
-                and isinstance(call.args[0], ast.Constant)
-                and call.args[0].value == "DJANGO_SETTINGS_MODULE"
-            ):
+            if len(call.args) == 2 and sets_django_settings_module(call, values):
                 module = values.string(call.args[1])
                 if isinstance(module, Unresolved):
                     return module
@@ -693,13 +694,7 @@ def _django_settings(values: StaticValues, node: ast.AST) -> Located | Unresolve
     for function in ast.walk(values.module.tree):
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for inner in ast.walk(function):
-                if (
-                    isinstance(inner, ast.Call)
-                    and values.dotted(inner.func) == "os.environ.setdefault"
-                    and inner.args
-                    and isinstance(inner.args[0], ast.Constant)
-                    and inner.args[0].value == "DJANGO_SETTINGS_MODULE"
-                ):
+                if isinstance(inner, ast.Call) and sets_django_settings_module(inner, values):
                     # A factory sets it when it runs (and the settings it names may fill themselves at
                     # import): what the app reads there is not provable without running the code.
                     return values.unresolved(

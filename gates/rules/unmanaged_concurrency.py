@@ -74,8 +74,7 @@ _SPAWNER_WORD = re.compile(rb"(?<![\w\x80-\xff])(?:" + rb"|".join(_REEXPORTED) +
 _SPAWNER_ATTRIBUTE = re.compile(rb"\.(?:" + rb"|".join(_REEXPORTED) + rb")(?![\w\x80-\xff])")
 _OWNER = re.compile(rb"([A-Za-z_][\w]*)$")
 _SPAWNER_MODULE_NAMES = frozenset(
-    {b"threading", b"_thread", b"multiprocessing", b"pool", b"futures", b"asyncio", b"loop", b"subprocess"}
-    | {b"os", b"pty", b"socketserver", b"server"}
+    b"threading _thread multiprocessing pool futures asyncio loop subprocess os pty socketserver server".split()
 )
 
 
@@ -84,10 +83,6 @@ def may_use_reexports(source: Source) -> bool:
     follows a name other than a spawner module's (`compat.Thread(...)` after `from app.infra import
     compat`): the only files where the rule follows a re-export, so the prefilter admits them and skipping
     any other hides nothing."""
-    return source.holds(_names_a_reexport)
-
-
-def _names_a_reexport(source: Source) -> bool:
     if source.imports_any(*_REEXPORTED) and _SPAWNER_WORD.search(source.imports) is not None:
         return True
     data = source.data
