@@ -172,6 +172,7 @@ class Runtime:
         self.stats = RuntimeStats()
         self._events = EventHooks(config.hooks)
         self._lifecycle = Lifecycle()
+        self._deadlines = _CallDeadlines(config.enqueue_timeout)
         self._grace_ended = asyncio.Event()  # end_grace(): the soft stop waits no longer
         # True when the store pushes other processes' notices (PostgreSQL LISTEN): polling is then
         # only the fallback, at each queue's `poll`. The notices arrive only once the store is open,
@@ -541,29 +542,20 @@ class Runtime:
     async def _bounded(self, what: str, call: Awaitable[T]) -> T:
         """``call``, or StoreUnavailable once it took ``enqueue_timeout``: a store that hangs (a server
         gone, a lock held elsewhere) must not hang the request that enqueues."""
-        timeout = self.config.enqueue_timeout
-        task = asyncio.current_task()
-        assert task is not None
-        expired: list[bool] = []
-
-        def expire() -> None:
-            expired.append(True)
-            task.cancel()
-
-        # A timer on the caller's own task, not wait_for: wait_for wraps every enqueue in a new task,
-        # which costs a tenth of an enqueue's time.
-        timer = asyncio.get_running_loop().call_later(timeout, expire)
+        deadlines = self._deadlines
+        task = deadlines.enter()
         try:
             return await call
         except asyncio.CancelledError:
-            if not expired:
+            if not deadlines.expired(task):
                 raise
+            timeout = deadlines.timeout
             raise StoreUnavailable(
                 f"{what}: the store {self.store!r} did not answer within {timeout:g}s (enqueue_timeout); "
                 "the write may still have happened"
             ) from TimeoutError(f"enqueue_timeout of {timeout:g}s")
         finally:
-            timer.cancel()
+            deadlines.leave(task)
 
     # -- notices pushed by the store (other processes' work) -------------------------------------
 
@@ -606,3 +598,57 @@ class Runtime:
     async def failed_jobs(self, *, limit: int = 50) -> list[FailedJob]:
         self._lifecycle.require_running()
         return await self.store.failed(limit=limit)
+
+
+class _CallDeadlines:
+    """The ``enqueue_timeout`` of the store calls in flight (enqueue, cancel, publish): one timer for all
+    of them, not one per call. A timer per call, made and cancelled, cost 7 us of every enqueue's
+    client CPU. Every call has the same timeout, so the calls in flight are in the order of their
+    deadlines (a dict keeps insertion order): the timer looks at the first and, once it has cancelled
+    the overdue ones, waits for the next first one."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._deadlines: dict[asyncio.Task[Any], float] = {}  # the calling task -> its deadline (loop time)
+        self._overdue: set[asyncio.Task[Any]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
+
+    def enter(self) -> asyncio.Task[Any]:
+        """Start the clock of a call made by the current task (one at a time per task)."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
+        assert task is not None
+        deadline = loop.time() + self.timeout
+        self._deadlines[task] = deadline
+        if self._timer is None or self._timer_loop is not loop:
+            self._timer_loop = loop
+            self._timer = loop.call_at(deadline, self._expire)
+        return task
+
+    def leave(self, task: asyncio.Task[Any]) -> None:
+        self._deadlines.pop(task, None)
+        self._overdue.discard(task)
+
+    def expired(self, task: asyncio.Task[Any]) -> bool:
+        """True when ``task`` was cancelled because its call passed the timeout (the cancel is then
+        taken back, so the task's own timeouts and task groups are not confused by it)."""
+        if task not in self._overdue:
+            return False
+        uncancel = getattr(task, "uncancel", None)  # Python 3.11+
+        if uncancel is not None:
+            uncancel()
+        return True
+
+    def _expire(self) -> None:
+        self._timer = None
+        loop = self._timer_loop
+        assert loop is not None
+        now = loop.time()
+        for task, deadline in list(self._deadlines.items()):
+            if deadline > now:
+                self._timer = loop.call_at(deadline, self._expire)
+                return
+            del self._deadlines[task]
+            self._overdue.add(task)
+            task.cancel()

@@ -135,6 +135,38 @@ def test_a_locked_sqlite_file_is_store_unavailable_within_the_timeout(tmp_path: 
     asyncio.run(main())
 
 
+def test_enqueues_hung_at_once_are_each_refused_at_their_own_deadline(tmp_path: Path) -> None:
+    """One timer serves every call in flight: a call that starts while another waits is refused a
+    timeout after its own start, not the first one's, and the task that made it can go on (the
+    cancellation that stopped the call is taken back)."""
+    db = SqliteBackend(tmp_path / "jobs.db")
+    runtime = Runtime(queues=[_queue()], store=db.url, enqueue_timeout=TIMEOUT)
+
+    async def refused_after(delay: float) -> tuple[float, float]:
+        await asyncio.sleep(delay)
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            await runtime.enqueue("takes.text", text="x")
+        ended = time.monotonic()
+        await asyncio.sleep(0)  # no cancellation is left pending on this task
+        return started, ended
+
+    async def main() -> None:
+        async with runtime:
+            locker = sqlite3.connect(db.path, isolation_level=None)
+            locker.execute("BEGIN IMMEDIATE")
+            try:
+                spans = await asyncio.gather(*(refused_after(delay) for delay in (0.0, 0.2, 0.4)))
+            finally:
+                locker.execute("ROLLBACK")
+                locker.close()
+            for started, ended in spans:
+                assert TIMEOUT <= ended - started < TIMEOUT + SLACK
+            assert (await runtime.wait(await runtime.enqueue("takes.text", text="after"), timeout=5)).state == "done"
+
+    asyncio.run(main())
+
+
 def test_a_full_sqlite_file_is_store_unavailable_with_the_drivers_error(tmp_path: Path) -> None:
     db = SqliteBackend(tmp_path / "jobs.db")
     runtime = Runtime(queues=[_queue()], store=db.url, enqueue_timeout=5)
