@@ -214,7 +214,7 @@ def _settings_default(finder: Finder, queue: str, node: ast.AST) -> tuple[Limit,
         if isinstance(entry, Unresolved):
             found.append((Limit(unresolved=entry), where))
         elif entry is not None:
-            limit = _timeout(finder, entry, None, SETTING_KEY, setting.values)
+            limit = _timeout(finder, entry[0], None, SETTING_KEY, entry[1])
             if limit is not None:
                 found.append((limit, where))
     for limit, where in found:
@@ -223,20 +223,28 @@ def _settings_default(finder: Finder, queue: str, node: ast.AST) -> tuple[Limit,
     return min(found, key=lambda each: each[0].seconds or 0.0) if found else None
 
 
-def _entry(settings: ast.Dict, queue: str, values: StaticValues) -> ast.expr | Unresolved | None:
-    """`RQ_QUEUES[queue]["DEFAULT_TIMEOUT"]` in a dict literal (None: not given)."""
+def _entry(settings: ast.Dict, queue: str, values: StaticValues) -> tuple[ast.expr, StaticValues] | Unresolved | None:
+    """`RQ_QUEUES[queue]["DEFAULT_TIMEOUT"]` in a dict literal, its queue's settings a dict literal or a
+    module-level constant bound to one (None: not given). A key the gate cannot read may be `queue`:
+    the limit is then unknown, not RQ's default."""
     for key, value in zip(settings.keys, settings.values, strict=True):
         if key is None:
             return values.unresolved(settings, f"{{**...}} may configure queue {queue!r}")
-        if values.string(key) != queue:
+        name = values.string(key)
+        if isinstance(name, Unresolved):
+            return Unresolved(f"a key of {SETTING} may be queue {queue!r}: {name.reason}", name.where)
+        if name != queue:
             continue
-        if not isinstance(value, ast.Dict):
+        located = values.definition(value) if isinstance(value, (ast.Name, ast.Attribute)) else Located(value, values)
+        if isinstance(located, Unresolved):
+            return located
+        if not isinstance(located.node, ast.Dict):
             return values.unresolved(value, f"the settings of queue {queue!r} are not a dict literal")
-        for inner_key, inner_value in zip(value.keys, value.values, strict=True):
+        for inner_key, inner_value in zip(located.node.keys, located.node.values, strict=True):
             if inner_key is None:
-                return values.unresolved(value, f"{{**...}} may set {SETTING_KEY}")
-            if values.string(inner_key) == SETTING_KEY:
-                return inner_value
+                return located.values.unresolved(located.node, f"{{**...}} may set {SETTING_KEY}")
+            if located.values.string(inner_key) == SETTING_KEY:
+                return inner_value, located.values
         return None
     return None
 

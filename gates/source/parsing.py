@@ -124,7 +124,9 @@ def decode(data: bytes) -> str:
         raise Uncheckable(f"unknown encoding {encoding!r} in its coding declaration") from None
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
-        raise Uncheckable(f"is not valid {codecs.lookup(encoding).name}: {error.reason}", line) from None
+        name = codecs.lookup(encoding).name
+        shown = "utf-8" if name == "utf-8-sig" else name  # the default reads a BOM if there is one: not a claim
+        raise Uncheckable(f"is not valid {shown}: {error.reason}", line) from None
 
 
 def parse(text: str, filename: str) -> ast.Module:

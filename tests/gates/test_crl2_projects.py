@@ -244,6 +244,26 @@ def test_django_rq_queues_take_their_default_timeout_from_rq_queues(copy) -> Non
     settings = root / "shop" / "settings.py"
     settings.write_text(settings.read_text().replace('"DEFAULT_TIMEOUT": -1', '"DEFAULT_TIMEOUT": 600'))
     assert run_corral("check", cwd=root).returncode == 0
+    # A queue's settings in a module-level constant and its name in another module of the project (netbox's
+    # shape) are read through; a name from outside the project may be any queue: the limit is unknown.
+    (root / "shop" / "constants.py").write_text('DEFAULT = "default"\n')
+    settings.write_text(
+        "from shop.constants import DEFAULT\n"
+        'PARAMS = {"HOST": "localhost", "DEFAULT_TIMEOUT": 240}\n'
+        'RQ_QUEUES = {DEFAULT: PARAMS, "high": {"DEFAULT_TIMEOUT": 600}, "low": PARAMS}\n'
+    )
+    assert run_corral("check", cwd=root).returncode == 0
+    report = json.loads(run_corral("jobs", "--static", "--format", "json", cwd=root).stdout)["jobs"]
+    assert ("by_default_queue", 240.0, "queue default_timeout") in [
+        (kind["kind"], kind["timeout"], kind["source"]) for kind in report
+    ]
+    settings.write_text(settings.read_text().replace("from shop.constants", "from vendored.constants"))
+    completed = run_corral("check", cwd=root)
+    assert "shop/jobs.py:5:2: CRL204" in finding_lines(completed.stdout)
+    assert (
+        "a key of RQ_QUEUES may be queue 'default': vendored.constants.DEFAULT is not defined in a module of"
+        in completed.stdout
+    )
 
 
 def test_a_decorator_reexported_by_assignment_declares_the_kinds_it_names(copy) -> None:
