@@ -12,6 +12,7 @@ queue the runtime does not have.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import weakref
@@ -139,7 +140,7 @@ class JobKind:
     """The keyword arguments the function takes after its context, when that alone says which calls fit
     (no ``*args``, no positional-only parameters): the enqueue path checks them without ``Signature.bind``."""
 
-    @property
+    @functools.cached_property
     def lease_seconds(self) -> float:
         """How long a claim (and a per-key lease) outlives the job's start.
 

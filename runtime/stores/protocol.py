@@ -108,9 +108,11 @@ class Enqueued(int):
         return int(self)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class NewJob:
-    """A job to insert. ``args_json`` is already validated JSON (an object)."""
+    """A job to insert. ``args_json`` is already validated JSON (an object). Slotted, not frozen: one is
+    built per enqueued job, and a frozen ``__init__`` cost 4.5 us of it against 0.5 us; nothing changes
+    one once built."""
 
     queue: str
     kind: str
@@ -167,10 +169,11 @@ class Completion:
     result_json: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class HeldLease:
     """An attempt this process still runs, for :meth:`Store.renew_blocking`: its job lease and, with
-    ``key`` (``(queue, key)``), the key slot its :func:`attempt_holder` holds, extended by ``seconds``."""
+    ``key`` (``(queue, key)``), the key slot its :func:`attempt_holder` holds, extended by ``seconds``.
+    Slotted, not frozen: one is built per claimed job; nothing changes one once built."""
 
     job_id: int
     token: int
