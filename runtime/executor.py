@@ -478,6 +478,17 @@ class JobExecutor:
             await self._settle_failure(job, f"the worker process sent a broken reply: {describe_error(exc)[0]}", None)
             return
         reply = child.reply.result()
+        ran = float(reply.get("ran", 0.0))
+        if ran > attempt.kind.timeout:
+            # the child returned only after its timeout, and nothing killed it in time: job code held this
+            # process's event loop meanwhile
+            await self._settle_failure(
+                job,
+                f"TimeoutError: job ran {ran:.1f}s in its worker process, past its timeout of "
+                f"{attempt.kind.timeout:g}s",
+                None,
+            )
+            return
         if "unstorable" in reply:
             await self._settle_failure(job, f"the result of job kind {job.kind!r} {reply['unstorable']}", None)
         elif "error" in reply:

@@ -108,10 +108,14 @@ def _serve_forever(requests_fd: int, replies_fd: int, serve: Serve, parent_pid: 
     _die_with_parent(parent_pid)
     with os.fdopen(requests_fd, "rb") as requests, os.fdopen(replies_fd, "wb") as replies:
         for line in requests:
+            began = time.monotonic()
             try:
                 reply = serve(json.loads(line))
             except BaseException as exc:  # serve() should not raise; a reply is owed all the same
                 reply = {"error": f"the worker process failed to run the job: {type(exc).__name__}: {exc}"}
+            # How long the request ran here: a parent whose loop was held past the timeout could not kill
+            # the child in time, and judges the attempt by this.
+            reply["ran"] = time.monotonic() - began
             for stream in (sys.stdout, sys.stderr):  # os._exit would drop what the job printed
                 with contextlib.suppress(Exception):
                     stream.flush()

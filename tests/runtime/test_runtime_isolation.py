@@ -308,6 +308,35 @@ def test_an_unstorable_result_from_a_child_fails_only_its_job(db: Backend) -> No
     assert [(s.state, s.result) for s in fine_ones] == [("done", {"n": n}) for n in range(3)]
 
 
+def test_a_child_that_returns_past_its_timeout_while_the_loop_was_held_is_failed(db: Backend) -> None:
+    """Another job holds the event loop past the child's timeout, so nothing kills the child in time: the
+    answer it sends afterwards fails the attempt all the same (the child says how long it ran)."""
+    queue = Queue("held", max_workers=2, timeout=1)
+
+    @queue.job("iso.slow", max_attempts=1)
+    def slow(ctx: JobContext) -> str:
+        time.sleep(1.6)
+        return "ran past its timeout"
+
+    @queue.job("iso.holds_the_loop", max_attempts=1)
+    async def holds_the_loop(ctx: JobContext) -> None:
+        time.sleep(2.5)
+
+    runtime = make_runtime(db, [queue])
+
+    async def main() -> list[Any]:
+        async with runtime:
+            slow_id = await runtime.enqueue("iso.slow")
+            await asyncio.sleep(0.3)  # the child is running when the loop is taken
+            held_id = await runtime.enqueue("iso.holds_the_loop")
+            return [await runtime.wait(job_id, timeout=15) for job_id in (slow_id, held_id)]
+
+    slow_status, held_status = asyncio.run(main())
+    assert slow_status.state == "failed", slow_status
+    assert "TimeoutError: job ran 1.6s in its worker process, past its timeout of 1s" in (slow_status.error or "")
+    assert held_status.state == "failed"
+
+
 def test_a_kind_declared_after_the_pool_started_runs_in_a_fresh_child(db: Backend) -> None:
     queue = Queue("late", max_workers=1, timeout=5)
 
@@ -363,7 +392,7 @@ def test_a_spawned_child_imports_the_job_by_module_and_qualname(monkeypatch: pyt
     monkeypatch.syspath_prepend(str(APPS))  # the child imports with the parent's sys.path
     monkeypatch.setenv("CORRAL_TEST_STORE", "memory://")  # isolationapp builds its runtime at import
     imported, missing = asyncio.run(main())
-    assert imported == {"result": "42"}
+    assert imported["result"] == "42" and 0 <= imported["ran"] < 30  # the child says how long it ran
     assert missing["error"].startswith("job kind 'k': cannot import isolationapp:no_such_job in the worker process")
 
 
