@@ -482,12 +482,7 @@ class JobExecutor:
         if ran > attempt.kind.timeout:
             # the child returned only after its timeout, and nothing killed it in time: job code held this
             # process's event loop meanwhile
-            await self._settle_failure(
-                job,
-                f"TimeoutError: job ran {ran:.1f}s in its worker process, past its timeout of "
-                f"{attempt.kind.timeout:g}s",
-                None,
-            )
+            await self._settle_failure(job, _ran_past(ran, attempt.kind.timeout, " in its worker process"), None)
             return
         if "unstorable" in reply:
             await self._settle_failure(job, f"the result of job kind {job.kind!r} {reply['unstorable']}", None)
@@ -521,9 +516,7 @@ class JobExecutor:
         if elapsed > kind.timeout:
             # it returned, but only after its timeout, and nothing stopped it in time: it held the event loop
             # (a blocking call), or another job held it while this one's thread ran on
-            await self._settle_failure(
-                job, f"TimeoutError: job ran {elapsed:.1f}s, past its timeout of {kind.timeout:g}s", None
-            )
+            await self._settle_failure(job, _ran_past(elapsed, kind.timeout), None)
             return
         if work.cancelled():  # the job cancelled itself (or something it awaited)
             await self._settle_failure(job, "CancelledError", None)
@@ -767,3 +760,8 @@ class JobExecutor:
             self._wake_later(job.queue, retry_at - time.time())
         if final:
             self._waiters.settled(job.id)
+
+
+def _ran_past(ran: float, timeout: float, where: str = "") -> str:
+    """The error of an attempt whose code returned only after its timeout, because nothing could stop it in time."""
+    return f"TimeoutError: job ran {ran:.1f}s{where}, past its timeout of {timeout:g}s"
