@@ -41,8 +41,10 @@ from corral.runtime.stores.sqlite import SqliteStore
 StoreFactory = Callable[[], Store]
 Scenario = Callable[[Store], Awaitable[None]]
 
-SHORT = 0.05  # a lease or a period that the test then waits out
-PAST_SHORT = 0.25  # comfortably past SHORT, even on a loaded machine
+# A lease or a period that the test then waits out. It must also outlast the few statements a test runs
+# while it is still held: 50 ms did not, on a loaded CI machine with four xdist workers on two cores.
+SHORT = 0.25
+PAST_SHORT = 0.75  # comfortably past SHORT, even on a loaded machine
 
 
 # The token of a job's first claim: a key slot's holder is the attempt (attempt_holder), not the job.
