@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import importlib.util
 import ipaddress
@@ -20,6 +21,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
+from types import FrameType
 from typing import Any
 
 from corral.runtime.errors import CorralRuntimeError
@@ -34,6 +36,7 @@ from corral.runtime.operating import (
     parse_duration,
     parse_since,
 )
+from corral.runtime.overdue import StopDeadline
 from corral.runtime.runtime import Runtime
 from corral.runtime.stores.protocol import JOB_IDS, STATES, AttemptRecord, JobFilter, JobRecord, Store
 
@@ -78,6 +81,8 @@ def _split_queues(values: Sequence[str] | None) -> list[str] | None:
 
 async def _work(runtime: Runtime, queues: list[str] | None, grace: float | None) -> None:
     stop = asyncio.Event()
+    deadline = StopDeadline(runtime, grace=runtime.config.grace if grace is None else grace)
+    loop = asyncio.get_running_loop()
 
     def on_signal() -> None:
         if stop.is_set():
@@ -87,9 +92,16 @@ async def _work(runtime: Runtime, queues: list[str] | None, grace: float | None)
             log.warning("stopping: running jobs get their grace to finish; signal again to stop at once")
             stop.set()
 
-    loop = asyncio.get_running_loop()
+    def on_signal_anywhere(signum: int, frame: FrameType | None) -> None:
+        # Not loop.add_signal_handler: Python runs this in the main thread between two bytecodes, also
+        # of job code holding the loop there, so the stop's deadline counts from the signal itself.
+        deadline.signalled()
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the process is ending anyway
+            loop.call_soon_threadsafe(on_signal)
+
+    deadline.start()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal)
+        signal.signal(signum, on_signal_anywhere)
     await runtime.start(queues=queues)
     try:
         await stop.wait()

@@ -230,6 +230,13 @@ class JobExecutor:
         except Exception as exc:
             log.warning("renewing %d lease(s) while the event loop is held failed: %s", len(leases), exc)
 
+    def release_blocking(self) -> int:
+        """Put every attempt this process has claimed back to waiting, their attempts not spent, from a
+        thread other than the loop's (a worker whose stop is overdue, just before it ends its process);
+        return how many went back."""
+        leases = list(self._claimed.values())  # one C-level copy: safe from another thread
+        return self._store.release_blocking(leases) if leases else 0
+
     async def _renew(self, lease: HeldLease) -> None:
         try:
             await self._store.renew(lease.job_id, lease.token, seconds=lease.seconds, key=lease.key)

@@ -389,6 +389,16 @@ class Runtime:
         worker`` calls it on a second SIGINT or SIGTERM)."""
         self._grace_ended.set()
 
+    def loop_held_seconds(self) -> float:
+        """How long job code has held this runtime's event loop now (0 while it runs freely), from any thread."""
+        return self._watchdog.held_seconds()
+
+    def release_blocking(self) -> int:
+        """Put every job this process runs or has claimed back to waiting, their attempts not spent, blocking,
+        from a thread other than the loop's: ``corral worker`` calls it when its stop is overdue because
+        job code holds the loop, just before it ends its process. Return how many jobs went back."""
+        return self._executor.release_blocking()
+
     def _stalled(self, seconds: float) -> None:
         self._events.emit(StallEvent(queues=self._worked, duration=seconds, at=time.time()))
 

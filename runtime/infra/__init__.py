@@ -5,6 +5,7 @@ everywhere else, so every background task and thread the runtime owns is created
 function whose name says who owns it and how it ends.
 """
 
+from corral.runtime.infra.deadline import OverdueExit
 from corral.runtime.infra.processes import (
     ChildExit,
     ProcessAttempt,
@@ -21,6 +22,7 @@ __all__ = [
     "ChildExit",
     "DeliveryThread",
     "LoopWatchdog",
+    "OverdueExit",
     "ProcessAttempt",
     "ProcessPool",
     "StartMethod",

@@ -47,6 +47,13 @@ class LoopWatchdog:
         )
         self._thread.start()
 
+    def held_seconds(self) -> float:
+        """How long the loop has been held now, from any thread: 0 while it beats, and before
+        :meth:`start` or after :meth:`stop` (no beat is expected then)."""
+        if self._beater is None or self._stopped.is_set():
+            return 0.0
+        return max(0.0, time.monotonic() - self._beat - self._threshold / 4)
+
     async def stop(self) -> None:
         self._stopped.set()
         if self._beater is not None:

@@ -411,6 +411,13 @@ class Store(Protocol):
         nor touch the store's async connections. Raises ``StoreUnavailable`` when the store cannot be
         reached."""
 
+    def release_blocking(self, leases: Sequence[HeldLease]) -> int:
+        """:meth:`release` each of ``leases``' attempts and free its key slot, blocking, on a connection of
+        the call's own (as :meth:`renew_blocking`): a worker whose stop is overdue, because job code holds
+        its event loop, puts its jobs back this way just before it ends its process, so they run again
+        at once elsewhere, their attempts not spent. Return how many jobs went back to waiting. Raises
+        ``StoreUnavailable`` when the store cannot be reached."""
+
     async def publish(self, topic: str, payload_json: str, *, conn: Any = None) -> int:
         """Write an outbox row; return its id. ``conn`` as for :meth:`enqueue`."""
 

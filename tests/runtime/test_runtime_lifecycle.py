@@ -194,6 +194,46 @@ def test_a_job_holding_its_workers_event_loop_keeps_its_lease_and_its_key(
     assert first[1] <= second[0], runs  # per_key=1: the second started after the first ended
 
 
+@pytest.mark.parametrize("second_signal", [False, True], ids=["grace-ends", "second-signal"])
+def test_a_stop_held_by_job_code_on_the_loop_ends_the_worker_at_its_deadline_with_its_jobs_put_back(
+    cli: Any, db: Backend, tmp_path: Path, second_signal: bool
+) -> None:
+    # An async job blocks its worker's loop for 30 s. The stop cannot run on the loop, so the worker's
+    # overdue thread puts the job back (unspent, its key slot freed) and ends the process: at the grace
+    # (1 s), or right after a second signal when the grace is long (60 s).
+    log = tmp_path / "blocked.txt"
+    grace = "60" if second_signal else "1"
+    worker = cli.start_worker("blockingapp:runtime", "--grace", grace, CORRAL_TEST_LOG=str(log))
+    try:
+        cli.python(
+            "import asyncio\n"
+            "from blockingapp import runtime\n"
+            "async def main():\n"
+            "    await runtime.start(queues=[])\n"
+            "    await runtime.enqueue('block.loop', seconds=30, key='k')\n"
+            "    await runtime.stop()\n"
+            "asyncio.run(main())\n"
+        )
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not (log.exists() and "start" in log.read_text()):
+            time.sleep(0.05)
+        time.sleep(0.3)  # well inside the job's sleep: the loop is held
+        signalled = time.monotonic()
+        worker.send_signal(signal.SIGTERM)
+        if second_signal:
+            time.sleep(0.5)
+            worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=10) == 3  # EXIT_OVERDUE
+        took = time.monotonic() - signalled
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert took < 4.0, took  # the grace (or the second signal) plus about a second, not the job's 30 s
+    rows = db.rows("SELECT state, attempt FROM corral_jobs")
+    assert [(row["state"], row["attempt"]) for row in rows] == [("waiting", 0)], rows
+    assert db.scalar("SELECT COUNT(*) FROM corral_key_leases WHERE holder IS NOT NULL") == 0
+
+
 def test_relay_moves_a_burst_in_small_passes_exactly_once(db: Backend) -> None:
     seen: list[int] = []
 

@@ -679,6 +679,35 @@ def test_a_keyed_claim_skips_jobs_whose_key_has_no_free_slot_and_takes_the_next(
     drive(make_store, scenario)
 
 
+def test_release_blocking_from_another_thread_puts_held_attempts_back_unspent_and_frees_their_keys(
+    make_store: StoreFactory,
+) -> None:
+    async def scenario(store: Store) -> None:
+        keyed, plain, settled = await store.enqueue([new_job(key="ep"), new_job(), new_job()])
+        jobs = await store.claim("q", 3, "w")
+        assert [job.id for job in jobs] == [keyed, plain, settled]
+        tokens = {job.id: job.token for job in jobs}
+        holder = attempt_holder(keyed, tokens[keyed])
+        assert await store.acquire_key_lease("q", "ep", holder=holder, limit=1, seconds=60)
+        await store.complete([Completion(job_id=settled, token=tokens[settled], result_json=None)])
+        leases = [
+            HeldLease(job_id=keyed, token=tokens[keyed], seconds=60, key=("q", "ep")),
+            HeldLease(job_id=plain, token=tokens[plain], seconds=60, key=None),
+            HeldLease(job_id=settled, token=tokens[settled], seconds=60, key=None),  # recorded: stays done
+        ]
+        # from a thread of its own, as a worker whose stop is overdue calls it while job code holds the loop
+        assert await run_in_thread(store.release_blocking, leases, name="test-release-blocking") == 2
+        states = await store.job_states([keyed, plain, settled])
+        assert [states[job_id].state for job_id in (keyed, plain, settled)] == ["waiting", "waiting", "done"]
+        assert await store.acquire_key_lease("q", "ep", holder=attempt_holder(keyed, 99), limit=1, seconds=60)
+        await store.release_key_lease("q", "ep", holder=attempt_holder(keyed, 99))
+        again = await store.claim("q", 3, "w")
+        assert sorted((job.id, job.attempt) for job in again) == [(keyed, 1), (plain, 1)]  # no attempt spent
+        assert not await store.renew(plain, tokens[plain], seconds=60, key=None)  # the old claim holds nothing
+
+    drive(make_store, scenario)
+
+
 def test_a_freed_or_expired_key_slot_lets_the_next_job_of_the_key_be_claimed(make_store: StoreFactory) -> None:
     async def scenario(store: Store) -> None:
         (short,) = await store.enqueue([new_job(key="a", delay=-20, lease_seconds=SHORT)])

@@ -398,12 +398,14 @@ class MemoryStore:
     async def _unclaim(self, job_id: int, token: int, seconds: float, *, retried: bool = False) -> None:
         now = await self._begin()
         job = self._held(job_id, token)
-        if job is None:
-            return
+        if job is not None:
+            self._put_back(job, now + seconds, retried=retried)
+
+    def _put_back(self, job: _Job, run_at: float, *, retried: bool) -> None:
         job.retries += int(retried)
         job.state = WAITING
         job.attempt = max(job.attempt - 1, 0)  # the claim's attempt is refunded: it never ran to an outcome
-        job.run_at = now + seconds
+        job.run_at = run_at
         self._unlease(job)
         self._make_runnable(job)
 
@@ -451,6 +453,11 @@ class MemoryStore:
 
     async def release_key_lease(self, queue: str, key: str, *, holder: int) -> None:
         await self._begin()
+        if self._free_slots(queue, key, holder):
+            for on_jobs in self._on_jobs:
+                on_jobs(queue)
+
+    def _free_slots(self, queue: str, key: str, holder: int) -> bool:
         held = [
             slot
             for slot, lease in self._key_leases.items()
@@ -458,9 +465,7 @@ class MemoryStore:
         ]
         for slot in held:
             del self._key_leases[slot]
-        if held:
-            for on_jobs in self._on_jobs:
-                on_jobs(queue)
+        return bool(held)
 
     async def renew(self, job_id: int, token: int, *, seconds: float, key: tuple[str, str] | None) -> bool:
         now = await self._begin()
@@ -474,6 +479,21 @@ class MemoryStore:
         now = self._clock()
         for lease in leases:
             self._renew(now, lease)
+
+    def release_blocking(self, leases: Sequence[HeldLease]) -> int:
+        # As renew_blocking: no other call of this store is under way while job code holds the loop. The
+        # watchers are not told (their loop is held, and the process ends next).
+        if not self._opened:
+            raise StoreUnavailable(f"store {self!r} is not open")
+        released = 0
+        for lease in leases:
+            if lease.key is not None:
+                self._free_slots(lease.key[0], lease.key[1], attempt_holder(lease.job_id, lease.token))
+            job = self._held(lease.job_id, lease.token)
+            if job is not None:
+                self._put_back(job, self._clock(), retried=False)
+                released += 1
+        return released
 
     def _renew(self, now: float, lease: HeldLease) -> bool:
         if lease.key is not None:

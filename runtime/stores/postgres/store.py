@@ -22,7 +22,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -712,16 +712,33 @@ class PostgresStore:
         return renewed
 
     def renew_blocking(self, leases: Sequence[HeldLease]) -> None:
-        # One short-lived sync connection outside the pool (the pool's connections belong to the
-        # held event loop), opened only while the loop is held, as the LISTEN connection is opened.
+        with self._blocking_transaction() as cur:
+            for lease in leases:
+                cur.execute(self._sql["renew"], (lease.seconds, lease.job_id, lease.token))
+                if lease.key is not None:
+                    holder = attempt_holder(lease.job_id, lease.token)
+                    cur.execute(self._sql["lease_renew"], (lease.seconds, lease.key[0], lease.key[1], holder))
+
+    def release_blocking(self, leases: Sequence[HeldLease]) -> int:
+        released = 0
+        with self._blocking_transaction() as cur:
+            for lease in leases:
+                cur.execute(self._sql["unclaim"], (0.0, 0, lease.job_id, lease.token, self.channel, True))
+                row = cur.fetchone()
+                released += int(row[0]) if row is not None else 0
+                if lease.key is not None:
+                    holder = attempt_holder(lease.job_id, lease.token)
+                    cur.execute(self._sql["lease_release"], (lease.key[0], lease.key[1], holder, self.channel))
+        return released
+
+    @contextlib.contextmanager
+    def _blocking_transaction(self) -> Iterator[psycopg.Cursor[Any]]:
+        """One transaction on a short-lived sync connection outside the pool: the pool's connections belong
+        to the event loop, which job code holds when this is called (opened as the LISTEN connection is)."""
         conninfo, kwargs = self._listen_params()
         try:
             with psycopg.connect(conninfo, **kwargs) as conn, conn.transaction(), conn.cursor() as cur:
-                for lease in leases:
-                    cur.execute(self._sql["renew"], (lease.seconds, lease.job_id, lease.token))
-                    if lease.key is not None:
-                        holder = attempt_holder(lease.job_id, lease.token)
-                        cur.execute(self._sql["lease_renew"], (lease.seconds, lease.key[0], lease.key[1], holder))
+                yield cur
         except psycopg.Error as exc:
             raise StoreUnavailable(f"the PostgreSQL store {self} is unavailable: {exc}") from exc
 

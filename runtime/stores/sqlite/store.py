@@ -477,7 +477,27 @@ class SqliteStore:
         return await self._run(renew)
 
     def renew_blocking(self, leases: Sequence[HeldLease]) -> None:
-        # A connection of its own: the store's connection belongs to the store thread.
+        with self._blocking_write() as (conn, now):
+            for lease in leases:
+                conn.execute(_SQL["renew"], (now + lease.seconds, lease.job_id, lease.token))
+                if lease.key is not None:
+                    holder = attempt_holder(lease.job_id, lease.token)
+                    conn.execute(_SQL["lease_renew"], (now + lease.seconds, lease.key[0], lease.key[1], holder))
+
+    def release_blocking(self, leases: Sequence[HeldLease]) -> int:
+        released = 0
+        with self._blocking_write() as (conn, now):
+            for lease in leases:
+                released += conn.execute(_SQL["unclaim"], (now, 0, lease.job_id, lease.token)).rowcount
+                if lease.key is not None:
+                    holder = attempt_holder(lease.job_id, lease.token)
+                    conn.execute(_SQL["lease_release"], (lease.key[0], lease.key[1], holder))
+        return released
+
+    @contextmanager
+    def _blocking_write(self) -> Iterator[tuple[sqlite3.Connection, float]]:
+        """One write transaction, and its time, on a connection of its own: the store's connection belongs
+        to the store thread, and these calls come from another while job code holds the event loop."""
         try:
             conn = sqlite3.connect(self.path, isolation_level=None)
         except sqlite3.Error as exc:
@@ -485,12 +505,7 @@ class SqliteStore:
         try:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms:d}")
             with self._write(conn):
-                now = self._clock()
-                for lease in leases:
-                    conn.execute(_SQL["renew"], (now + lease.seconds, lease.job_id, lease.token))
-                    if lease.key is not None:
-                        holder = attempt_holder(lease.job_id, lease.token)
-                        conn.execute(_SQL["lease_renew"], (now + lease.seconds, lease.key[0], lease.key[1], holder))
+                yield conn, self._clock()
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"sqlite store {self.path!r} is unavailable: {exc}") from exc
         finally:
