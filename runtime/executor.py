@@ -35,7 +35,15 @@ from corral.runtime.config import RuntimeConfig
 from corral.runtime.declarations import PROCESS, JobContext, JobKind, KindTable, Queue
 from corral.runtime.errors import Discard, Retry
 from corral.runtime.events import EventHooks, log_fields
-from corral.runtime.infra import ChildExit, ProcessAttempt, ProcessPool, describe_exit, run_in_thread, spawn
+from corral.runtime.infra import (
+    EXIT_PAST_DEADLINE,
+    ChildExit,
+    ProcessAttempt,
+    ProcessPool,
+    describe_exit,
+    run_in_thread,
+    spawn,
+)
 from corral.runtime.isolation import child_request, describe_error
 from corral.runtime.lifecycle import Lifecycle
 from corral.runtime.payloads import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, UnstorableJson, encode_json, storable_text
@@ -57,6 +65,10 @@ UNKNOWN_KIND_WARNING_INTERVAL = 60.0
 # failed and stuck: long enough for cleanup in ``finally`` blocks, short enough that a job that
 # swallows its cancellation is reported while its timeout is still news.
 CANCEL_ESCALATION = 2.0
+
+# Seconds past its timeout a process-isolated attempt's child ends itself. This process kills it at the
+# timeout, but cannot while job code holds its event loop; the margin keeps that kill the usual end.
+CHILD_OWN_DEADLINE_MARGIN = 0.5
 
 
 def retry_delay(attempt: int, *, base: float, cap: float, rng: random.Random | None = None) -> float:
@@ -438,7 +450,7 @@ class JobExecutor:
         job, kind = attempt.job, attempt.kind
         started = time.monotonic()
         try:
-            child = self._pool.submit(child_request(job, kind))
+            child = self._pool.submit(child_request(job, kind), end_after=kind.timeout + CHILD_OWN_DEADLINE_MARGIN)
         except Exception as exc:
             await self._settle_failure(job, f"cannot start a worker process: {describe_error(exc)[0]}", None)
             return
@@ -458,7 +470,7 @@ class JobExecutor:
                 )
                 return
             await child.finish()
-            await self._child_outcome(attempt, child)
+            await self._child_outcome(attempt, child, ran=time.monotonic() - started)
         except asyncio.CancelledError:
             # the hard stop: the child must be gone (or idle again) before the slot is free
             await child.abandon()
@@ -466,9 +478,21 @@ class JobExecutor:
         finally:
             del self._in_flight[job.id, job.token]
 
-    async def _child_outcome(self, attempt: _Attempt, child: ProcessAttempt) -> None:
+    async def _child_outcome(self, attempt: _Attempt, child: ProcessAttempt, *, ran: float) -> None:
+        """``ran``: seconds from the attempt's submission to its reply (or its child's end), as seen here."""
         job = attempt.job
         exc = child.reply.exception()
+        timeout = attempt.kind.timeout
+        if isinstance(exc, ChildExit) and exc.returncode == EXIT_PAST_DEADLINE and ran > timeout:
+            # not a crash: the child ended itself past the timeout, as nothing here could kill it in time
+            await self._settle_failure(
+                job,
+                f"TimeoutError: job exceeded its timeout of {timeout:g}s; its worker process {child.pid} ended "
+                f"itself {CHILD_OWN_DEADLINE_MARGIN:g}s past it (job code held this process's event loop, so "
+                "it could not be killed in time)",
+                None,
+            )
+            return
         if isinstance(exc, ChildExit):
             # exact: the child ran this attempt alone, so the crash is this job's and no other's
             self._stats.crashed_children += 1

@@ -7,6 +7,7 @@ function whose name says who owns it and how it ends.
 
 from corral.runtime.infra.deadline import OverdueExit
 from corral.runtime.infra.processes import (
+    EXIT_PAST_DEADLINE,
     ChildExit,
     ProcessAttempt,
     ProcessPool,
@@ -19,6 +20,7 @@ from corral.runtime.infra.threads import DeliveryThread, StoreThread, run_in_thr
 from corral.runtime.infra.watchdog import LoopWatchdog
 
 __all__ = [
+    "EXIT_PAST_DEADLINE",
     "ChildExit",
     "DeliveryThread",
     "LoopWatchdog",

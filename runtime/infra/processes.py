@@ -33,7 +33,15 @@ from typing import Any, Literal, NoReturn
 
 from corral.runtime.infra.threads import run_in_thread
 
-__all__ = ["ChildExit", "ProcessAttempt", "ProcessPool", "StartMethod", "default_start_method", "describe_exit"]
+__all__ = [
+    "EXIT_PAST_DEADLINE",
+    "ChildExit",
+    "ProcessAttempt",
+    "ProcessPool",
+    "StartMethod",
+    "default_start_method",
+    "describe_exit",
+]
 
 StartMethod = Literal["fork", "spawn"]
 Serve = Callable[[dict[str, Any]], dict[str, Any]]
@@ -42,6 +50,9 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # How often a child checks that its parent still lives (where PR_SET_PDEATHSIG does not exist, and for
 # the window between its start and that request).
 _PARENT_POLL = 0.5
+# The exit status of a child that ended itself because a request ran past its ``end_after``: the parent
+# kills a child at its attempt's timeout, but not while job code holds the parent's event loop.
+EXIT_PAST_DEADLINE = 86
 
 
 def default_start_method() -> StartMethod:
@@ -99,6 +110,34 @@ def _die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="corral-child-parent-watch", daemon=True).start()
 
 
+class _OwnDeadline:
+    """The child's own end: a thread that ends the process with :data:`EXIT_PAST_DEADLINE` once the
+    request under way has run past the ``end_after`` seconds it came with."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._until: float | None = None
+        threading.Thread(target=self._watch, name="corral-child-deadline", daemon=True).start()
+
+    def arm(self, seconds: float | None) -> None:
+        with self._changed:
+            self._until = None if seconds is None else time.monotonic() + seconds
+            self._changed.notify()
+
+    def _watch(self) -> None:
+        with self._changed:
+            while True:
+                if self._until is None:
+                    self._changed.wait()
+                elif (left := self._until - time.monotonic()) > 0:
+                    self._changed.wait(left)
+                else:
+                    for stream in (sys.stdout, sys.stderr):  # os._exit would drop what the job printed
+                        with contextlib.suppress(Exception):
+                            stream.flush()
+                    os._exit(EXIT_PAST_DEADLINE)
+
+
 def _serve_forever(requests_fd: int, replies_fd: int, serve: Serve, parent_pid: int) -> None:
     """The child's life: one reply line per request line until the parent closes the pipe or dies."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -106,13 +145,17 @@ def _serve_forever(requests_fd: int, replies_fd: int, serve: Serve, parent_pid: 
     with contextlib.suppress(ValueError):  # a forked child would write its signals to the parent's loop
         signal.set_wakeup_fd(-1)
     _die_with_parent(parent_pid)
+    deadline = _OwnDeadline()
     with os.fdopen(requests_fd, "rb") as requests, os.fdopen(replies_fd, "wb") as replies:
         for line in requests:
             began = time.monotonic()
+            envelope = json.loads(line)
+            deadline.arm(envelope["end_after"])
             try:
-                reply = serve(json.loads(line))
+                reply = serve(envelope["request"])
             except BaseException as exc:  # serve() should not raise; a reply is owed all the same
                 reply = {"error": f"the worker process failed to run the job: {type(exc).__name__}: {exc}"}
+            deadline.arm(None)
             # How long the request ran here: a parent whose loop was held past the timeout could not kill
             # the child in time, and judges the attempt by this.
             reply["ran"] = time.monotonic() - began
@@ -321,12 +364,14 @@ class ProcessPool:
         """Start no more children ahead: a child that ends from now on is not replaced (the shutdown)."""
         self._size = 0
 
-    def submit(self, request: Mapping[str, Any]) -> ProcessAttempt:
-        """Hand ``request`` to an idle child (starting one when none is idle)."""
+    def submit(self, request: Mapping[str, Any], *, end_after: float | None = None) -> ProcessAttempt:
+        """Hand ``request`` to an idle child (starting one when none is idle). A child still serving it
+        ``end_after`` seconds after it began ends itself (:data:`EXIT_PAST_DEADLINE`), whatever this
+        process's event loop does meanwhile."""
         if not self._running:
             raise RuntimeError("the process pool is not running")
         generation = self._generation()
-        line = json.dumps(request).encode() + b"\n"
+        line = json.dumps({"end_after": end_after, "request": request}).encode() + b"\n"
         while True:
             reused = bool(self._idle)
             child = self._idle.pop() if reused else self._start_child()
