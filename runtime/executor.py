@@ -457,20 +457,23 @@ class JobExecutor:
         self._in_flight[job.id, job.token] = attempt
         try:
             if not await self._hold(attempt, child.reply, until=started + kind.timeout, or_cancel=True):
-                status = describe_exit(await child.kill())
+                returncode = await child.kill()
+                status = describe_exit(returncode)
                 self._stats.killed_children += 1
                 if attempt.cancel_requested:
                     self._record_cancelled(job, f"its worker process {child.pid} was killed ({status})")
-                    return
-                await self._settle_failure(
-                    job,
-                    f"TimeoutError: job exceeded its timeout of {kind.timeout:g}s; "
-                    f"its worker process {child.pid} was killed ({status})",
-                    None,
-                )
+                elif returncode == EXIT_PAST_DEADLINE:  # it had ended itself before the loop could kill it
+                    await self._settle_failure(job, _ended_itself(kind.timeout, child.pid), None)
+                else:
+                    await self._settle_failure(
+                        job,
+                        f"TimeoutError: job exceeded its timeout of {kind.timeout:g}s; "
+                        f"its worker process {child.pid} was killed ({status})",
+                        None,
+                    )
                 return
             await child.finish()
-            await self._child_outcome(attempt, child, ran=time.monotonic() - started)
+            await self._child_outcome(attempt, child, elapsed=time.monotonic() - started)
         except asyncio.CancelledError:
             # the hard stop: the child must be gone (or idle again) before the slot is free
             await child.abandon()
@@ -478,20 +481,14 @@ class JobExecutor:
         finally:
             del self._in_flight[job.id, job.token]
 
-    async def _child_outcome(self, attempt: _Attempt, child: ProcessAttempt, *, ran: float) -> None:
-        """``ran``: seconds from the attempt's submission to its reply (or its child's end), as seen here."""
+    async def _child_outcome(self, attempt: _Attempt, child: ProcessAttempt, *, elapsed: float) -> None:
+        """``elapsed``: seconds from the attempt's submission to its reply (or its child's end), as seen here."""
         job = attempt.job
         exc = child.reply.exception()
         timeout = attempt.kind.timeout
-        if isinstance(exc, ChildExit) and exc.returncode == EXIT_PAST_DEADLINE and ran > timeout:
+        if isinstance(exc, ChildExit) and exc.returncode == EXIT_PAST_DEADLINE and elapsed > timeout:
             # not a crash: the child ended itself past the timeout, as nothing here could kill it in time
-            await self._settle_failure(
-                job,
-                f"TimeoutError: job exceeded its timeout of {timeout:g}s; its worker process {child.pid} ended "
-                f"itself {CHILD_OWN_DEADLINE_MARGIN:g}s past it (job code held this process's event loop, so "
-                "it could not be killed in time)",
-                None,
-            )
+            await self._settle_failure(job, _ended_itself(timeout, child.pid), None)
             return
         if isinstance(exc, ChildExit):
             # exact: the child ran this attempt alone, so the crash is this job's and no other's
@@ -791,6 +788,15 @@ class JobExecutor:
             self._wake_later(job.queue, retry_at - time.time())
         if final:
             self._waiters.settled(job.id)
+
+
+def _ended_itself(timeout: float, pid: int) -> str:
+    """The error of an attempt whose child ended itself past its timeout (:data:`EXIT_PAST_DEADLINE`)."""
+    return (
+        f"TimeoutError: job exceeded its timeout of {timeout:g}s; its worker process {pid} ended itself "
+        f"{CHILD_OWN_DEADLINE_MARGIN:g}s past it (job code held this process's event loop, so it could not "
+        "be killed in time)"
+    )
 
 
 def _ran_past(ran: float, timeout: float, where: str = "") -> str:

@@ -110,6 +110,13 @@ def _die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="corral-child-parent-watch", daemon=True).start()
 
 
+def _flush_output() -> None:
+    """Flush what the job printed: the child ends with ``os._exit``, which would drop it."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
 class _OwnDeadline:
     """The child's own end: a thread that ends the process with :data:`EXIT_PAST_DEADLINE` once the
     request under way has run past the ``end_after`` seconds it came with."""
@@ -132,9 +139,7 @@ class _OwnDeadline:
                 elif (left := self._until - time.monotonic()) > 0:
                     self._changed.wait(left)
                 else:
-                    for stream in (sys.stdout, sys.stderr):  # os._exit would drop what the job printed
-                        with contextlib.suppress(Exception):
-                            stream.flush()
+                    _flush_output()
                     os._exit(EXIT_PAST_DEADLINE)
 
 
@@ -159,9 +164,7 @@ def _serve_forever(requests_fd: int, replies_fd: int, serve: Serve, parent_pid: 
             # How long the request ran here: a parent whose loop was held past the timeout could not kill
             # the child in time, and judges the attempt by this.
             reply["ran"] = time.monotonic() - began
-            for stream in (sys.stdout, sys.stderr):  # os._exit would drop what the job printed
-                with contextlib.suppress(Exception):
-                    stream.flush()
+            _flush_output()
             replies.write(json.dumps(reply).encode() + b"\n")
             replies.flush()
 
