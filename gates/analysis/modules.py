@@ -5,7 +5,10 @@ A rule that needs a value or a declaration from another project module (a `setti
 candidate path it probes and finds missing, is recorded as a dependency of the file being checked, so a
 cached result is served only while those files are unchanged (see `cache.py`).
 
-Where a module is looked for: `a/b.py`, `a/b/__init__.py`, then the same under `src/`.
+Where a module is looked for: `a/b.py`, `a/b/__init__.py`, under the checked file's package root first
+(`discovery.package_root`: `apps/api/` for `apps/api/proj/tasks.py`, a monorepo's service), then under the
+project root, then under `src/`. A module is named from its own package root (`proj.tasks`), so a name
+another file imports and the name of the definition it reaches agree.
 
 `ProjectModules.origins` follows a name re-exported by project modules (`from app.infra.compat import
 Thread`, where `compat.py` says `from threading import Thread`) to the names outside the project it stands
@@ -26,7 +29,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from corral.gates.analysis.names import ModuleNames, is_type_checking_test
 from corral.gates.config import DEFAULT_MAX_FILE_SIZE
-from corral.gates.source.discovery import module_name_for
+from corral.gates.source.discovery import forget_packages, module_name_for, package_markers, package_root
 from corral.gates.source.parsing import Uncheckable, decode, parse, read_source
 
 # A dependency: the file's modification time (ns), size and content hash; a missing file is (0, -1, "").
@@ -38,6 +41,9 @@ SCAN_PREFIX = "*scan:"
 # ("*summary:<module>:<function>", the function that computes it from the root): a prefilter that needs
 # more than the file's own bytes (the names of the project's transaction wrappers) reads one.
 SUMMARY_PREFIX = "*summary:"
+# A dependency key starting with this marks a file whose existence alone was read (a package's
+# `__init__.py`, which decides what its modules are named); recorded as "1" or "0".
+EXISTS_PREFIX = "*exists:"
 _SOURCE_ROOTS = ("", "src/")
 # How many project modules a re-export is followed through before it is given up (a cycle, say); CRL1's
 # origins and CRL401's callees share it.
@@ -47,8 +53,11 @@ MAX_REEXPORTS = 8
 class ModuleInfo:
     """One parsed project module and its module-level bindings (name -> every statement binding it)."""
 
-    def __init__(self, relpath: str, tree: ast.Module, names: ModuleNames | None = None) -> None:
-        module, is_package = module_name_for(relpath)
+    def __init__(
+        self, relpath: str, tree: ast.Module, names: ModuleNames | None = None, root: str | None = None
+    ) -> None:
+        # Named from its package root when the project's `root` is known (see `discovery.package_root`).
+        module, is_package = module_name_for(relpath, root)
         self.relpath = relpath
         self.tree = tree
         self.names = names if names is not None else ModuleNames(tree, module, is_package=is_package)
@@ -135,6 +144,7 @@ _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 class _Parsed(NamedTuple):
     stamp: tuple[int, int]
+    package_root: str
     digest: str
     module: ModuleInfo | None
 
@@ -182,7 +192,7 @@ MEMO_SOURCE_BYTES = 8 * 1024 * 1024
 # memos of `run_memo` by name.
 _PARSED: _BoundedMemo[str, _Parsed] = _BoundedMemo(MEMO_SOURCE_BYTES)
 # Parsed modules by (relpath, text) for one run: what `parsed_module` shares.
-_BY_TEXT: _BoundedMemo[tuple[str, str], ModuleInfo] = _BoundedMemo(MEMO_SOURCE_BYTES)
+_BY_TEXT: _BoundedMemo[tuple[str, str, str | None], ModuleInfo] = _BoundedMemo(MEMO_SOURCE_BYTES)
 _SCANS: dict[tuple[str, bytes, bool], tuple[str, ...]] = {}
 _RUN_MEMOS: dict[str, dict[Any, Any]] = {}
 # Project summaries by (root, name, whole tree): the words and their digest.
@@ -193,6 +203,7 @@ def forget() -> None:
     """Start a new run: project scans, summaries and run memos are recomputed (parsed modules are
     revalidated by stamp anyway)."""
     _BY_TEXT.clear()
+    forget_packages()
     _SCANS.clear()
     _SUMMARIES.clear()
     for memo in _RUN_MEMOS.values():
@@ -213,15 +224,17 @@ def content_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def _read(path: str, relpath: str) -> _Parsed | None:
-    """The parsed module at `path` (None when missing or unreadable), memoised while its stamp holds."""
+def _read(root: str, relpath: str) -> _Parsed | None:
+    """The parsed project file `relpath` (None when missing or unreadable), memoised while its stamp and
+    the package root it is named from hold."""
+    path = os.path.join(root, relpath)
     try:
         status = os.stat(path)
     except OSError:
         return None
     stamp = (status.st_mtime_ns, status.st_size)
     known = _PARSED.get(path)
-    if known is not None and known.stamp == stamp:
+    if known is not None and known.stamp == stamp and known.package_root == package_root(root, relpath):
         return known
     try:
         data = read_source(path, DEFAULT_MAX_FILE_SIZE)
@@ -229,22 +242,23 @@ def _read(path: str, relpath: str) -> _Parsed | None:
         return None  # reported where the file is checked itself (CRL001)
     module: ModuleInfo | None
     try:
-        module = parsed_module(relpath, decode(data), path)
+        module = parsed_module(relpath, decode(data), path, root)
     except (Uncheckable, RecursionError, MemoryError):
         module = None  # an unparsable dependency is reported where it is checked itself (CRL001)
-    parsed = _Parsed(stamp, content_digest(data), module)
+    parsed = _Parsed(stamp, package_root(root, relpath), content_digest(data), module)
     _PARSED.put(path, parsed, len(data))
     return parsed
 
 
-def parsed_module(relpath: str, text: str, filename: str) -> ModuleInfo:
+def parsed_module(relpath: str, text: str, filename: str, root: str | None = None) -> ModuleInfo:
     """The module project file `relpath` holding `text` parses to, parsed once per run and process: a file
     the engine checks and a rule also reads as another file's dependency (a callee's module, a wrapper's)
-    is parsed once, whichever needs it first. Raises what `parse` raises."""
-    key = (relpath, text)
+    is parsed once, whichever needs it first. `root`: the project's, to name the module from its package
+    root. Raises what `parse` raises."""
+    key = (relpath, text, root)
     known = _BY_TEXT.get(key)
     if known is None:
-        known = ModuleInfo(relpath, parse(text, filename))
+        known = ModuleInfo(relpath, parse(text, filename), root=root)
         _BY_TEXT.put(key, known, len(text))
     return known
 
@@ -323,6 +337,8 @@ def dependency_holds(root: Path, relpath: str, recorded: Dependency, whole_tree:
 def _holds(root: Path, relpath: str, recorded: Dependency, whole_tree: bool) -> bool:
     if relpath.startswith(SCAN_PREFIX):
         return scan_signature(root, relpath[len(SCAN_PREFIX) :].encode("latin-1"), whole_tree)[1] == recorded[2]
+    if relpath.startswith(EXISTS_PREFIX):
+        return os.path.isfile(os.path.join(root, relpath[len(EXISTS_PREFIX) :])) == (recorded[2] == "1")
     if relpath.startswith(SUMMARY_PREFIX):
         try:
             return project_summary(root, relpath[len(SUMMARY_PREFIX) :], whole_tree)[1] == recorded[2]
@@ -335,16 +351,18 @@ def _holds(root: Path, relpath: str, recorded: Dependency, whole_tree: bool) -> 
         return recorded == MISSING
     if (status.st_mtime_ns, status.st_size) == (recorded[0], recorded[1]):
         return True
-    parsed = _read(path, relpath)
+    parsed = _read(str(root), relpath)
     return parsed is not None and parsed.digest == recorded[2]
 
 
-def _candidates(dotted: str) -> list[str]:
-    """The files that may hold the project module named `dotted`, in the order they are looked for."""
+def _candidates(dotted: str, *first: str) -> list[str]:
+    """The files that may hold the project module named `dotted`, in the order they are looked for: under
+    the folders `first` (the checked file's package root), then the project root and `src/`."""
     if not dotted or any(not part.isidentifier() for part in dotted.split(".")):
         return []
     stem = dotted.replace(".", "/")
-    return [f"{root}{stem}{tail}" for root in _SOURCE_ROOTS for tail in (".py", "/__init__.py")]
+    roots = list(dict.fromkeys((*first, *_SOURCE_ROOTS)))
+    return [f"{root}{stem}{tail}" for root in roots for tail in (".py", "/__init__.py")]
 
 
 class ProjectModules:
@@ -359,6 +377,7 @@ class ProjectModules:
         self.own_relpath = own_relpath
         self.dependencies = dependencies
         self._recordings: list[dict[str, Dependency]] = []
+        self._own_root: str | None = None
 
     def _record(self, relpath: str, dependency: Dependency) -> None:
         if relpath != self.own_relpath:
@@ -387,18 +406,67 @@ class ProjectModules:
         for relpath, dependency in recorded.items():
             self._record(relpath, dependency)
 
-    def module(self, dotted: str) -> ModuleInfo | None:
-        """The project module named `dotted`, or None when no file under the root holds it."""
-        for candidate in _candidates(dotted):
+    def own_package_root(self) -> str:
+        """The checked file's package root, where its absolute imports are looked for first (recorded)."""
+        if self._own_root is None:
+            self._record_markers(self.own_relpath)
+            self._own_root = package_root(self.root, self.own_relpath)
+        return self._own_root
+
+    def _record_markers(self, relpath: str) -> None:
+        for marker, exists in package_markers(self.root, relpath):
+            self._record(EXISTS_PREFIX + marker, (0, 0, "1" if exists else "0"))
+
+    def module(self, dotted: str, near: str | None = None) -> ModuleInfo | None:
+        """The project module named `dotted`, or None when no file under the root holds it. `near`: the
+        project file that names it as a string (`DJANGO_SETTINGS_MODULE` in `apps/api/manage.py`), whose
+        own import root is looked in first: its package root, or a script's own folder."""
+        first = [self.own_package_root()]
+        if near is not None:
+            self._record_markers(near)
+            folder = near.rpartition("/")[0]
+            is_package = os.path.isfile(os.path.join(self.root, folder, "__init__.py"))
+            first.insert(0, package_root(self.root, near) if is_package or not folder else folder + "/")
+        for candidate in _candidates(dotted, *first):
             found = self.file(candidate)
             if found is not None:
                 return found
         return None
 
+    def elsewhere(self, dotted: str) -> list[str]:
+        """Project files (relative paths, at most three) that would hold the module `dotted` from a folder
+        its lookup does not read (another service's package root): named where the module is reported
+        missing, so that a name whose file exists is never said to be undefined."""
+        if not dotted or any(not part.isidentifier() for part in dotted.split(".")):
+            return []
+        stem = "/" + dotted.replace(".", "/")
+        tails = (stem + ".py", stem + "/__init__.py")
+        return [
+            relpath
+            for relpath in self._by_module_leaf().get(dotted.rpartition(".")[2], ())
+            if ("/" + relpath).endswith(tails)
+        ][:3]
+
+    def _by_module_leaf(self) -> dict[str, list[str]]:
+        """The project's files (relative paths) by the last part of their module name, once per run."""
+        memo: dict[tuple[str, bool], dict[str, list[str]]] = run_memo("files by module leaf")
+        key = (str(self.root), self.whole_tree)
+        index = memo.get(key)
+        if index is None:
+            index = memo[key] = {}
+            prefix = str(self.root).rstrip(os.sep) + os.sep
+            for path in project_files(self.root, self.whole_tree):
+                if path.startswith(prefix):
+                    relpath = path[len(prefix) :].replace(os.sep, "/")
+                    folder, _, name = relpath.rpartition("/")
+                    leaf = name.rpartition(".")[0]
+                    index.setdefault(folder.rpartition("/")[2] if leaf == "__init__" else leaf, []).append(relpath)
+        return index
+
     def source(self, dotted: str) -> bytes | None:
         """The bytes of the project module named `dotted`, unparsed (None when no file holds it), recorded
         as dependencies as `module` records them: for a caller the bytes alone may answer."""
-        for candidate in _candidates(dotted):
+        for candidate in _candidates(dotted, self.own_package_root()):
             path = os.path.join(self.root, candidate)
             try:
                 status = os.stat(path)
@@ -412,8 +480,10 @@ class ProjectModules:
 
     def file(self, relpath: str) -> ModuleInfo | None:
         """The module in the project file `relpath`, recorded as a dependency whether it exists or not."""
-        parsed = _read(os.path.join(self.root, relpath), relpath)
+        parsed = _read(str(self.root), relpath)
         self._record(relpath, MISSING if parsed is None else (*parsed.stamp, parsed.digest))
+        if parsed is not None:
+            self._record_markers(relpath)  # what the module is named
         return None if parsed is None else parsed.module
 
     def files_containing(self, needle: bytes) -> tuple[str, ...]:

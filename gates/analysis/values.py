@@ -336,6 +336,11 @@ class StaticValues:
             return located
         if dotted.startswith(DJANGO_SETTINGS + "."):
             return self._django_setting(dotted[len(DJANGO_SETTINGS) + 1 :], node)
+        elsewhere = next(
+            (found for cut in range(len(parts), 0, -1) if (found := self.project.elsewhere(".".join(parts[:cut])))), []
+        )
+        if elsewhere:
+            return self.unresolved(node, f"{dotted} cannot be resolved from this file" + _found_elsewhere(elsewhere))
         return self.unresolved(node, f"{dotted} is not defined in a module of this project")
 
     def _django_setting(self, name: str, node: ast.AST) -> Located | Unresolved:
@@ -343,6 +348,7 @@ class StaticValues:
         `os.environ.setdefault("DJANGO_SETTINGS_MODULE", "...")` calls name (manage.py, wsgi.py, the Celery
         app), when they all name the same one; several, or none, is Unresolved with the places."""
         named: dict[str, list[str]] = {}
+        namers: dict[str, str] = {}  # the first file naming each settings module: where it is looked for
         for relpath in self.project.files_containing(b"DJANGO_SETTINGS_MODULE"):
             module = self.project.file(relpath)
             if module is None:
@@ -353,6 +359,7 @@ class StaticValues:
                     settings = values.string(call.args[1])
                     if isinstance(settings, str):
                         named.setdefault(settings, []).append(values.where(call))
+                        namers.setdefault(settings, relpath)
         if not named:
             return self.unresolved(
                 node,
@@ -365,10 +372,12 @@ class StaticValues:
                 node, f"django.conf.settings.{name}: DJANGO_SETTINGS_MODULE names more than one module: {places}"
             )
         ((settings, _),) = named.items()
-        module = self.project.module(settings)
+        module = self.project.module(settings, near=namers[settings])
         if module is None:
             return self.unresolved(
-                node, f"django.conf.settings.{name}: the settings module {settings} is not a module of this project"
+                node,
+                f"django.conf.settings.{name}: the settings module {settings} is not a module of this project"
+                + _found_elsewhere(self.project.elsewhere(settings)),
             )
         return self.member(Located(module.tree, self.for_module(module)), name, node)
 
@@ -427,3 +436,14 @@ def module_label(module: ModuleInfo) -> str:
 def _shown(node: ast.AST) -> str:
     text = ast.unparse(node)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _found_elsewhere(relpaths: list[str]) -> str:
+    """The hint of a module looked for and not found where this file's imports resolve, though a project
+    file of that name exists under another folder (another service of a monorepo, say)."""
+    if not relpaths:
+        return ""
+    return (
+        f": {', '.join(relpaths)} would hold it, but its folder is not where this file's imports are looked for "
+        "(this file's package root, the project root, src/); run corral from the folder the service runs in"
+    )

@@ -155,7 +155,7 @@ def check_source(
         searchable = guide.encode("utf-8", "surrogatepass")
     from corral.gates.source.prefilter import Source
 
-    source = Source(searchable, relpath)
+    source = Source(searchable, relpath, str(config.root))
     rules = tuple(rule for rule in rules_for(relpath, config) if not prefilter or rule.might_match(source, config))
     if not rules:
         return FileResult(dependencies=source.dependencies or None)
@@ -188,14 +188,18 @@ def _rules_on_file(
 ) -> FileResult:
     """`_run_rules` at the running recursion limit: a RecursionError is the caller's."""
     from corral.gates.analysis.context import FileContext
-    from corral.gates.analysis.modules import ModuleInfo, parsed_module
+    from corral.gates.analysis.modules import EXISTS_PREFIX, ModuleInfo, parsed_module
+    from corral.gates.source.discovery import package_markers
 
     if "\r" in guide:
         # Python ends a line at a bare carriage return too; the line filters count newlines only.
         guide = guide.replace("\r\n", "\n").replace("\r", "\n")
     try:
         # Parsed once per run: a rule following calls into this file from another reuses the parse.
-        parsed = ModuleInfo(relpath, tree) if tree is not None else parsed_module(relpath, text, relpath)
+        root = str(config.root)
+        parsed = (
+            ModuleInfo(relpath, tree, root=root) if tree is not None else parsed_module(relpath, text, relpath, root)
+        )
         context = FileContext(
             relpath=relpath,
             text=guide,
@@ -206,6 +210,9 @@ def _rules_on_file(
             is_test=config.is_test(relpath),
         )
         findings = _selected((finding for rule in rules for finding in rule(context).check()), config)
+        # The file's module is named from its package root, which the `__init__.py` files above it decide.
+        for marker, exists in package_markers(root, relpath):
+            context.dependencies[EXISTS_PREFIX + marker] = (0, 0, "1" if exists else "0")
     except Uncheckable as problem:
         return FileResult(findings=(uncheckable(relpath, problem),))
     except MemoryError:

@@ -54,7 +54,7 @@ def job_kinds(context: FileContext) -> list[JobKind]:
     """Every job kind the checked file declares (computed once per file, shared by the CRL2 rules)."""
     known = _BY_CONTEXT.get(context)
     if known is None:
-        source = Source(context.text.encode(), context.relpath)
+        source = Source(context.text.encode(), context.relpath, str(context.config.root))
         follows_wrappers = may_use_wrappers(source, _DISPATCH)
         finder = Finder(
             StaticValues.of(context), _DISPATCH, strict=context.config.strict, follows_wrappers=follows_wrappers

@@ -495,7 +495,7 @@ class ConnectionBudgetCheck(ProjectCheck):
 
         # The deployment files are read only when [tool.corral] leaves the count of processes to them.
         deployments = read_deployments(config.root, config.kubernetes_manifests) if config.processes is None else None
-        runtime_modules = {relpath: module_name_for(relpath)[0] for relpath, _ in declared}
+        runtime_modules = {relpath: module_name_for(relpath, config.root)[0] for relpath, _ in declared}
         for relpath, fact in sorted(declared, key=lambda item: (item[0], item[1].line)):
             where = f"{relpath}:{fact.line}"
             processes = runtime_processes(relpath, runtime_modules, deployments, config)

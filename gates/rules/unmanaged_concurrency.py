@@ -254,7 +254,9 @@ class UnmanagedConcurrency(Rule, ScopedVisitor):
         )
         ScopedVisitor.__init__(self, context.names, lines_mentioning(context.text, words))
         self.found: list[Finding] = []
-        self.follows_reexports = may_use_reexports(Source(context.text.encode(), context.relpath))
+        self.follows_reexports = may_use_reexports(
+            Source(context.text.encode(), context.relpath, str(context.config.root))
+        )
         self._waited: set[ast.Call] | None = None
         self._awaited: set[ast.Call] | None = None
 

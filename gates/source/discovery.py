@@ -157,11 +157,65 @@ def _is_real_dir(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def module_name_for(relpath: str) -> tuple[str, bool]:
-    """The dotted module name of a file relative to the project root, and whether it is a package."""
+def module_name_for(relpath: str, root: str | os.PathLike[str] | None = None) -> tuple[str, bool]:
+    """The dotted module name of a file, and whether it is a package. Named from the project root, or with
+    `root` (the project's absolute root) from the file's `package_root`: `apps/api/proj/tasks.py`, in a
+    package whose parent `apps/api` is none, is `proj.tasks`, as the service running there imports it."""
+    if root is not None:
+        relpath = relpath[len(package_root(root, relpath)) :]
     stem = relpath.rsplit(".", 1)[0]
     parts = [part for part in stem.split("/") if part]
     is_package = bool(parts) and parts[-1] == "__init__"
     if is_package:
         parts.pop()
     return ".".join(parts), is_package
+
+
+# Whether a folder (absolute path) holds an `__init__.py`, asked once per run (`forget_packages`).
+_IS_PACKAGE: dict[str, bool] = {}
+
+
+def package_root(root: str | os.PathLike[str], relpath: str) -> str:
+    """The folder below the project root (relative, `/`-terminated; "" for the root itself) that the file's
+    top package sits in: climbing from the file's folder while it holds an `__init__.py`, the first one that
+    does not. A monorepo's service (`apps/api/manage.py` beside the package `apps/api/proj/`) and a `src/`
+    layout run with that folder on the import path. A file whose own folder is no package is named from the
+    project root, as a namespace package run from there."""
+    parts = relpath.split("/")[:-1]
+    if not parts or parts[0] == "..":
+        return ""
+    base = os.fspath(root)
+    depth = len(parts)
+    while depth and _is_package(os.path.join(base, *parts[:depth])):
+        depth -= 1
+    if depth == len(parts) or not depth:
+        return ""
+    return "/".join(parts[:depth]) + "/"
+
+
+def package_markers(root: str | os.PathLike[str], relpath: str) -> list[tuple[str, bool]]:
+    """The `__init__.py` files (relative paths) `package_root` asked about for `relpath`, and whether each
+    exists: what a cached answer naming the file's module depends on."""
+    parts = relpath.split("/")[:-1]
+    if len(parts) < 2 or parts[0] == "..":
+        return []  # a file at the root or one folder below it is named from the root whatever they hold
+    base = os.fspath(root)
+    markers = []
+    for depth in range(len(parts), 0, -1):
+        exists = _is_package(os.path.join(base, *parts[:depth]))
+        markers.append(("/".join([*parts[:depth], "__init__.py"]), exists))
+        if not exists:
+            break
+    return markers
+
+
+def _is_package(folder: str) -> bool:
+    known = _IS_PACKAGE.get(folder)
+    if known is None:
+        known = _IS_PACKAGE[folder] = os.path.isfile(os.path.join(folder, "__init__.py"))
+    return known
+
+
+def forget_packages() -> None:
+    """A new run: folders are asked again whether they are packages."""
+    _IS_PACKAGE.clear()

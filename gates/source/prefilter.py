@@ -42,16 +42,18 @@ class Source:
 
     Several rules ask the same questions of a file (does it name `asyncio`? can a call in it reach the
     network?): each substring test and each whole-file predicate runs once per file, whichever rule asks
-    first. `relpath` is the file's path relative to the project root: what a relative import reaches
+    first. `relpath` is the file's path relative to the project root `root`: what a relative import reaches
     depends on it. A prefilter that reads more than the file's bytes (a summary of the project) records
     what it read in `dependencies`, as a rule does: a file it ruled out is then rechecked when that changes.
     """
 
-    __slots__ = ("_answers", "_imports", "_package", "data", "dependencies", "relpath")
+    __slots__ = ("_answers", "_imports", "_package", "data", "dependencies", "relpath", "root")
 
-    def __init__(self, data: bytes, relpath: str = "") -> None:
+    def __init__(self, data: bytes, relpath: str = "", root: str | None = None) -> None:
         self.data = data
         self.relpath = relpath
+        # The project's root: the file's module is named from its package root below it.
+        self.root = root
         self.dependencies: dict[str, tuple[int, int, str]] = {}
         self._answers: dict[object, bool] = {}
         self._imports: bytes | None = None
@@ -95,7 +97,7 @@ class Source:
         if self._package is None:
             from corral.gates.source.discovery import module_name_for
 
-            module, is_package = module_name_for(self.relpath)
+            module, is_package = module_name_for(self.relpath, self.root)
             package = module if is_package else module.rpartition(".")[0]
             self._package = package.split(".") if package else []
         return self._package

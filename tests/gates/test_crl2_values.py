@@ -108,7 +108,10 @@ def test_values_from_other_project_modules(tmp_path: Path) -> None:
     assert values.number(ast.parse("WORKERS + settings.RELAY", mode="eval").body) == 9.0
     assert values.number(ast.parse("base.BASE", mode="eval").body) == 4.0
     assert {"src/svc/config.py", "src/svc/base.py", "settings.py"} <= set(values.project.dependencies)
-    assert values.project.dependencies["svc/config.py"] == (0, -1, "")  # probed and missing: still a dependency
+    # `src/` is the file's package root, looked in first: probed and missing is still a dependency, and so
+    # is the `__init__.py` that makes `src/svc` a package.
+    assert values.project.dependencies["src/settings.py"] == (0, -1, "")
+    assert values.project.dependencies["*exists:src/svc/__init__.py"] == (0, 0, "1")
 
 
 def django_project(root: Path, **settings_modules: str) -> None:
