@@ -155,8 +155,9 @@ _Values = tuple[_Value, ...] | None
 # What an answer is memoised by: a dotted name, or a name in the scope that binds it.
 _Key = TypeVar("_Key", str, tuple[Scope, str])
 _T = TypeVar("_T")
-# A class's bases in method resolution order: project classes, and the expressions of bases it cannot follow.
-_Order = list[ClassRef | ast.expr]
+# A class's bases in method resolution order: project classes, and the bases it cannot follow (by dotted name, or
+# the expression when it has none).
+_Order = list[ClassRef | ast.expr | str]
 
 
 def may_bind_function(data: bytes, name: str) -> bool:
@@ -581,7 +582,10 @@ class ProjectFunctions:
             if found is not None and len(found) == 1 and isinstance(found[0], _Class):
                 bases.append(found[0].ref)
             else:
-                bases.append(base)  # not a project class: what it defines is unknown
+                # Not a project class: what it defines is unknown. It is the same base wherever it is written
+                # (`models.Model` in two class statements), so it is known by its name when it has one: C3
+                # then orders it as Python does, instead of finding no order.
+                bases.append(names.resolve(expression, defined_in) or base)
         orders: list[_Order] = []
         for entry in bases:
             inherited: _Order | None = self._order(entry, depth + 1) if isinstance(entry, ClassRef) else [entry]

@@ -675,3 +675,53 @@ def test_flake8_trusts_a_stored_project_summary_only_while_every_project_file_ke
     (root / "app" / "more.py").write_text("x = 1\n")
     completed = run_flake8_crl("app/views.py", cwd=root)
     assert (completed.returncode, completed.stdout) == (0, ""), completed.stderr
+
+
+def test_a_mixin_beside_a_framework_base_written_twice_is_found_in_python_s_order(project) -> None:
+    # `Event(Timestamped, FileMixin, models.Model)` with `Timestamped(models.Model)`: Python's order is Event,
+    # Timestamped, FileMixin, Model. Each `models.Model` is the same base however often it is written, so C3
+    # finds that order (pretalx's PretalxModel) instead of none, and the mixin's method is followed.
+    root = project(
+        {
+            "app/__init__.py": "",
+            "app/celery.py": 'from celery import Celery\n\napp = Celery("app", task_time_limit=60)\n',
+            "app/tasks.py": "from app.celery import app\n\n\n@app.task\ndef process_image(pk):\n    return pk\n",
+            "app/models.py": """
+            from django.db import models
+            from app.tasks import process_image
+
+
+            class Timestamped(models.Model):
+                pass
+
+
+            class FileMixin:
+                def process_image(self):
+                    process_image.apply_async(kwargs={"pk": self.pk})
+
+
+            class Event(Timestamped, FileMixin, models.Model):
+                pass
+            """,
+            "app/domain.py": """
+            from django.db import transaction
+            from app.models import Event
+
+
+            @transaction.atomic
+            def annotated(event: Event):
+                event.process_image()
+
+
+            @transaction.atomic
+            def made():
+                Event().process_image()
+            """,
+        }
+    )
+    found = findings(root, "--select", "CRL4")
+    assert [line.split(" ", 2)[:2] for line in found] == [
+        ["app/domain.py:7:5:", "CRL402"],
+        ["app/domain.py:12:5:", "CRL402"],
+    ]
+    assert "FileMixin.process_image() -> process_image.apply_async (app/models.py:11)" in found[0]
