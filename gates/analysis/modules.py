@@ -29,7 +29,13 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from corral.gates.analysis.names import ModuleNames, is_type_checking_test
 from corral.gates.config import DEFAULT_MAX_FILE_SIZE
-from corral.gates.source.discovery import forget_packages, module_name_for, package_markers, package_root
+from corral.gates.source.discovery import (
+    forget_packages,
+    import_folder,
+    module_name_for,
+    package_markers,
+    package_root,
+)
 from corral.gates.source.parsing import Uncheckable, decode, parse, read_source
 
 # A dependency: the file's modification time (ns), size and content hash; a missing file is (0, -1, "").
@@ -424,9 +430,11 @@ class ProjectModules:
         first = [self.own_package_root()]
         if near is not None:
             self._record_markers(near)
-            folder = near.rpartition("/")[0]
-            is_package = os.path.isfile(os.path.join(self.root, folder, "__init__.py"))
-            first.insert(0, package_root(self.root, near) if is_package or not folder else folder + "/")
+            folder, decided_by = import_folder(self.root, near)
+            if decided_by is not None:
+                marker, exists = decided_by
+                self._record(EXISTS_PREFIX + marker, (0, 0, "1" if exists else "0"))
+            first.insert(0, folder)
         for candidate in _candidates(dotted, *first):
             found = self.file(candidate)
             if found is not None:

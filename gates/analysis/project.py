@@ -576,7 +576,8 @@ class ProjectFunctions:
         bases: _Order = []
         for base in ref.node.bases:
             expression = base.value if isinstance(base, ast.Subscript) else base
-            if names.resolve(expression, defined_in) in NEUTRAL_BASES:
+            dotted = names.resolve(expression, defined_in)
+            if dotted in NEUTRAL_BASES:
                 continue
             found = self._expression(expression, defined_in, ref.module)
             if found is not None and len(found) == 1 and isinstance(found[0], _Class):
@@ -585,7 +586,7 @@ class ProjectFunctions:
                 # Not a project class: what it defines is unknown. It is the same base wherever it is written
                 # (`models.Model` in two class statements), so it is known by its name when it has one: C3
                 # then orders it as Python does, instead of finding no order.
-                bases.append(names.resolve(expression, defined_in) or base)
+                bases.append(dotted or base)
         orders: list[_Order] = []
         for entry in bases:
             inherited: _Order | None = self._order(entry, depth + 1) if isinstance(entry, ClassRef) else [entry]

@@ -193,6 +193,17 @@ def package_root(root: str | os.PathLike[str], relpath: str) -> str:
     return "/".join(parts[:depth]) + "/"
 
 
+def import_folder(root: str | os.PathLike[str], relpath: str) -> tuple[str, tuple[str, bool] | None]:
+    """Where the file's own absolute imports resolve when it runs: its package root when its folder is a
+    package, else its own folder (a script such as `apps/api/manage.py` runs with it first on the import
+    path); with the `__init__.py` (relative path) that decided it and whether it exists."""
+    folder = relpath.rpartition("/")[0]
+    if not folder:
+        return "", None
+    is_package = _is_package(os.path.join(os.fspath(root), folder))
+    return (package_root(root, relpath) if is_package else folder + "/"), (f"{folder}/__init__.py", is_package)
+
+
 def package_markers(root: str | os.PathLike[str], relpath: str) -> list[tuple[str, bool]]:
     """The `__init__.py` files (relative paths) `package_root` asked about for `relpath`, and whether each
     exists: what a cached answer naming the file's module depends on."""

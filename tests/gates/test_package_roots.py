@@ -84,3 +84,19 @@ def test_signals_sent_and_connected_in_a_service_below_the_top_are_matched(tmp_p
     from_top = findings(run_corral("check", "--select", "CRL4", cwd=tmp_path).stdout)
     # The same findings and chains, their paths relative to where corral ran.
     assert [line.replace("services/shop/", "") for line in from_top] == inside
+
+
+@pytest.mark.parametrize("is_package", [False, True])
+def test_a_module_named_by_a_script_is_looked_for_beside_it_and_depends_on_that_folder_s_init(
+    project, is_package: bool
+) -> None:
+    from corral.gates.analysis.modules import ProjectModules, forget
+
+    files = {"svc/manage.py": "", "svc/proj/__init__.py": "", "svc/proj/settings.py": "X = 1\n", "jobs/a.py": ""}
+    root = project({**files, **({"svc/__init__.py": ""} if is_package else {})}).resolve()
+    forget()
+    dependencies: dict[str, tuple[int, int, str]] = {}
+    found = ProjectModules(root, "jobs/a.py", dependencies).module("proj.settings", near="svc/manage.py")
+    # A script's folder is first on its import path; a package's folder is not (it is imported from above).
+    assert (found is not None) is not is_package
+    assert dependencies["*exists:svc/__init__.py"] == (0, 0, "1" if is_package else "0")
